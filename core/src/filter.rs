@@ -1,0 +1,181 @@
+//! The backend-neutral search filter.
+//!
+//! Filters are applied by the store *before* vector ranking: a store that
+//! ranked first and filtered afterwards would return too few results for
+//! narrow filters. `source` becomes exact, case-sensitive equality on
+//! `organization`, `repository` and `branch`; `path` is a wildcard pattern
+//! matched against the `Source:` line that starts every indexed document,
+//! which is how the reference server expresses it for Chroma.
+
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+/// Exact-match metadata filters plus an optional path pattern. Empty strings
+/// mean "no constraint".
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SearchFilter {
+    pub organization: String,
+    pub repository: String,
+    pub branch: String,
+    pub path: Option<PathGlob>,
+}
+
+impl SearchFilter {
+    /// The non-empty metadata equalities, in the fixed order
+    /// organization, repository, branch.
+    pub fn metadata_equalities(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("organization", self.organization.as_str()),
+            ("repository", self.repository.as_str()),
+            ("branch", self.branch.as_str()),
+        ]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .collect()
+    }
+
+    /// Whether a chunk passes this filter, for stores that filter locally.
+    pub fn matches(&self, chunk: &crate::Chunk) -> bool {
+        let m = &chunk.metadata;
+        (self.organization.is_empty() || m.organization == self.organization)
+            && (self.repository.is_empty() || m.repository == self.repository)
+            && (self.branch.is_empty() || m.branch == self.branch)
+            && self.path.as_ref().is_none_or(|p| p.matches_document(&chunk.document))
+    }
+}
+
+/// A repository-relative wildcard pattern: `*` matches any run of characters
+/// including `/`, `**/` matches zero or more folders, `?` matches one
+/// character, everything else is literal.
+#[derive(Debug, Clone)]
+pub struct PathGlob {
+    pattern: String,
+    regex_source: String,
+    compiled: OnceLock<Option<Regex>>,
+}
+
+impl PartialEq for PathGlob {
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern == other.pattern
+    }
+}
+impl Eq for PathGlob {}
+
+/// Characters that Go's `regexp.QuoteMeta` escapes; the same set keeps the
+/// pattern sent to a store identical to the reference server's.
+const REGEX_META: &str = r"\.+*?()|[]{}^$";
+
+impl PathGlob {
+    /// Builds a glob from an already trimmed pattern; a leading `/` is dropped.
+    /// Returns `None` when nothing is left (no path constraint).
+    pub fn new(pattern: &str) -> Option<Self> {
+        let pattern = pattern.strip_prefix('/').unwrap_or(pattern).trim();
+        if pattern.is_empty() {
+            return None;
+        }
+        let regex_source = format!("^Source: [^\\n]+:{}(?:\\n|$)", translate(pattern));
+        Some(PathGlob { pattern: pattern.to_owned(), regex_source, compiled: OnceLock::new() })
+    }
+
+    /// The normalised pattern (leading `/` removed).
+    pub fn pattern(&self) -> &str {
+        &self.pattern
+    }
+
+    /// The regular expression over a document's text, as sent to Chroma in
+    /// `where_document: {"$regex": ...}`.
+    pub fn document_regex(&self) -> &str {
+        &self.regex_source
+    }
+
+    /// The same regular expression, anchored on a bare path instead of the
+    /// document's `Source:` line, for stores that keep the path as a field.
+    pub fn path_regex(&self) -> String {
+        format!("^{}$", translate(&self.pattern))
+    }
+
+    /// Whether a document (with its `Source:` prefix) matches, evaluated
+    /// locally with the same expression a Chroma server would use.
+    pub fn matches_document(&self, document: &str) -> bool {
+        self.compiled
+            .get_or_init(|| Regex::new(&self.regex_source).ok())
+            .as_ref()
+            .is_some_and(|re| re.is_match(document))
+    }
+}
+
+fn translate(pattern: &str) -> String {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut out = String::with_capacity(pattern.len() * 2);
+    let mut i = 0;
+    while i < chars.len() {
+        match chars[i] {
+            '*' => {
+                if i + 2 < chars.len() && chars[i + 1] == '*' && chars[i + 2] == '/' {
+                    out.push_str("(?:.*/)?");
+                    i += 3;
+                    continue;
+                }
+                while i < chars.len() && chars[i] == '*' {
+                    i += 1;
+                }
+                out.push_str(".*");
+            }
+            '?' => {
+                out.push('.');
+                i += 1;
+            }
+            c => {
+                if REGEX_META.contains(c) {
+                    out.push('\\');
+                }
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn re(p: &str) -> String {
+        PathGlob::new(p).map(|g| g.document_regex().to_owned()).unwrap_or_default()
+    }
+
+    #[test]
+    fn translates_every_glob_form() {
+        assert_eq!(re("docs/*"), r"^Source: [^\n]+:docs/.*(?:\n|$)");
+        assert_eq!(re("**/*.go"), r"^Source: [^\n]+:(?:.*/)?.*\.go(?:\n|$)");
+        assert_eq!(re("config?.yaml"), r"^Source: [^\n]+:config.\.yaml(?:\n|$)");
+        assert_eq!(re("/README.md"), r"^Source: [^\n]+:README\.md(?:\n|$)");
+        assert_eq!(re("a***b"), r"^Source: [^\n]+:a.*b(?:\n|$)");
+        assert_eq!(re("docs/café.md"), r"^Source: [^\n]+:docs/café\.md(?:\n|$)");
+        assert_eq!(re("x(1)[2]{3}|^$+\\"), r"^Source: [^\n]+:x\(1\)\[2\]\{3\}\|\^\$\+\\(?:\n|$)");
+        assert_eq!(re("**"), r"^Source: [^\n]+:.*(?:\n|$)");
+        assert_eq!(re("a/**/b"), r"^Source: [^\n]+:a/(?:.*/)?b(?:\n|$)");
+        assert_eq!(re("-#&~ /"), r"^Source: [^\n]+:-#&~ /(?:\n|$)");
+    }
+
+    #[test]
+    fn empty_and_slash_only_mean_no_constraint() {
+        assert!(PathGlob::new("").is_none());
+        assert!(PathGlob::new("/").is_none());
+        assert!(PathGlob::new("/  ").is_none());
+    }
+
+    #[test]
+    fn matches_documents_like_chroma() {
+        let doc = "Source: acme/widgets@main:internal/config/config.go\nType: go\n\nbody";
+        assert!(PathGlob::new("internal/*").unwrap().matches_document(doc));
+        assert!(PathGlob::new("**/config.go").unwrap().matches_document(doc));
+        assert!(PathGlob::new("*.go").unwrap().matches_document(doc));
+        assert!(!PathGlob::new("config.go").unwrap().matches_document(doc));
+        assert!(PathGlob::new("internal/config/config.g?").unwrap().matches_document(doc));
+        assert!(!PathGlob::new("internal/config/config.?").unwrap().matches_document(doc));
+        assert_eq!(PathGlob::new("**/*.go").unwrap().path_regex(), r"^(?:.*/)?.*\.go$");
+    }
+}

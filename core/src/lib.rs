@@ -1,0 +1,27 @@
+//! The backend-neutral heart of repo-retriever.
+//!
+//! A search runs through one fixed pipeline: validate the arguments, embed the
+//! query, retrieve candidates from a [`VectorStore`] (filters applied *before*
+//! ranking), optionally rerank them, then [`select`] and [`render`]. Only the
+//! three I/O steps are traits; validation, selection and rendering are pure
+//! functions, because they carry the output contract that clients depend on and
+//! must behave identically whatever store or model sits behind them.
+//!
+//! This crate deliberately knows nothing about HTTP, Chroma or any model: the
+//! backends depend on it, never the other way round.
+
+pub mod error;
+pub mod filter;
+pub mod pipeline;
+pub mod record;
+pub mod render;
+pub mod request;
+pub mod select;
+pub mod traits;
+
+pub use error::{BackendError, SearchError};
+pub use filter::{PathGlob, SearchFilter};
+pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine};
+pub use record::{Candidate, Chunk, Metadata};
+pub use request::{SearchArgs, SearchRequest, ValidationError};
+pub use traits::{CallContext, Embedder, Reranker, VectorQuery, VectorStore};

@@ -1,0 +1,278 @@
+//! embed → retrieve → rerank → select → render, for one validated request.
+
+use std::sync::Arc;
+
+use crate::error::SearchError;
+use crate::record::Candidate;
+use crate::request::SearchRequest;
+use crate::select::{clean_document, select};
+use crate::traits::{CallContext, Embedder, Reranker, VectorQuery, VectorStore};
+
+/// Candidates fetched per requested result without reranking.
+pub const CANDIDATES_PER_RESULT: usize = 3;
+/// Ceiling on candidates fetched without reranking.
+pub const MAX_CANDIDATES_WITHOUT_RERANK: usize = 60;
+
+/// How candidates are gathered and reranked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineOptions {
+    /// Prepended to the query before embedding (E5-style models).
+    pub query_prefix: String,
+    pub rerank: RerankOptions,
+}
+
+impl Default for PipelineOptions {
+    fn default() -> Self {
+        PipelineOptions { query_prefix: "query: ".into(), rerank: RerankOptions::default() }
+    }
+}
+
+/// Candidate counts and byte caps used when a reranker is configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RerankOptions {
+    pub candidate_multiplier: usize,
+    pub max_candidates: usize,
+    /// 0 = unlimited.
+    pub max_document_bytes: usize,
+    /// 0 = unlimited.
+    pub max_request_bytes: usize,
+}
+
+impl Default for RerankOptions {
+    fn default() -> Self {
+        RerankOptions { candidate_multiplier: 3, max_candidates: 100, max_document_bytes: 0, max_request_bytes: 0 }
+    }
+}
+
+/// One search configuration: an embedder, a store and an optional reranker.
+#[derive(Clone)]
+pub struct SearchEngine {
+    embedder: Arc<dyn Embedder>,
+    store: Arc<dyn VectorStore>,
+    reranker: Option<Arc<dyn Reranker>>,
+    options: PipelineOptions,
+}
+
+impl std::fmt::Debug for SearchEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SearchEngine")
+            .field("embedder", &self.embedder.name())
+            .field("store", &self.store.name())
+            .field("reranker", &self.reranker.as_ref().map(|r| r.name().to_owned()))
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl SearchEngine {
+    pub fn new(
+        embedder: Arc<dyn Embedder>,
+        store: Arc<dyn VectorStore>,
+        reranker: Option<Arc<dyn Reranker>>,
+        options: PipelineOptions,
+    ) -> Self {
+        SearchEngine { embedder, store, reranker, options }
+    }
+
+    /// Candidates fetched for `limit` results.
+    pub fn candidate_count(&self, limit: usize) -> usize {
+        if self.reranker.is_some() {
+            (limit * self.options.rerank.candidate_multiplier).min(self.options.rerank.max_candidates)
+        } else {
+            (limit * CANDIDATES_PER_RESULT).min(MAX_CANDIDATES_WITHOUT_RERANK)
+        }
+    }
+
+    /// Runs the pipeline and returns the selected results in display order.
+    pub async fn search(&self, request: &SearchRequest, ctx: &CallContext) -> Result<Vec<Candidate>, SearchError> {
+        let input = [format!("{}{}", self.options.query_prefix, request.query)];
+        let embedding = self.embedder.embed(&input, ctx).await?.swap_remove(0);
+        let query =
+            VectorQuery { embedding, n_results: self.candidate_count(request.limit), filter: request.filter.clone() };
+        let mut candidates = self.store.query(&query, ctx).await?;
+        if let Some(reranker) = &self.reranker {
+            candidates = self.rerank(reranker.as_ref(), &request.query, candidates, ctx).await?;
+        }
+        Ok(select(candidates, request.limit))
+    }
+
+    async fn rerank(
+        &self,
+        reranker: &dyn Reranker,
+        query: &str,
+        candidates: Vec<Candidate>,
+        ctx: &CallContext,
+    ) -> Result<Vec<Candidate>, SearchError> {
+        if candidates.len() < 2 {
+            return Ok(candidates);
+        }
+        let documents = rerank_documents(&candidates, &self.options.rerank)?;
+        let scores = reranker.rerank(query, &documents, ctx).await?;
+        let mut scored: Vec<(f64, Candidate)> = scores.into_iter().zip(candidates).collect();
+        // Stable, highest first; NaN sorts last rather than poisoning the order.
+        scored.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or_else(|| a.0.is_nan().cmp(&b.0.is_nan())));
+        Ok(scored.into_iter().map(|(_, c)| c).collect())
+    }
+}
+
+/// The reranker's view of each candidate, checked against the byte caps
+/// before anything is sent.
+pub fn rerank_documents(candidates: &[Candidate], caps: &RerankOptions) -> Result<Vec<String>, SearchError> {
+    let mut total = 0usize;
+    candidates
+        .iter()
+        .enumerate()
+        .map(|(index, c)| {
+            let doc = rerank_document(c);
+            if caps.max_document_bytes > 0 && doc.len() > caps.max_document_bytes {
+                return Err(SearchError::RerankDocumentTooLarge {
+                    index,
+                    size: doc.len(),
+                    max: caps.max_document_bytes,
+                });
+            }
+            total += doc.len();
+            if caps.max_request_bytes > 0 && total > caps.max_request_bytes {
+                return Err(SearchError::RerankRequestTooLarge { size: total, max: caps.max_request_bytes });
+            }
+            Ok(doc)
+        })
+        .collect()
+}
+
+/// `Repository: org/repo@branch`, `File: path#Lx-Ly`, a blank line, the body.
+pub fn rerank_document(c: &Candidate) -> String {
+    let m = &c.chunk.metadata;
+    format!(
+        "Repository: {}/{}@{}\nFile: {}\n\n{}",
+        m.organization,
+        m.repository,
+        m.branch,
+        m.path_with_lines(),
+        clean_document(&c.chunk.document)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::BackendError;
+    use crate::record::{Chunk, Metadata};
+    use crate::request::SearchArgs;
+    use async_trait::async_trait;
+    use std::sync::Mutex;
+
+    struct FixedEmbedder(Mutex<Vec<String>>);
+    #[async_trait]
+    impl Embedder for FixedEmbedder {
+        fn name(&self) -> &str {
+            "fixed"
+        }
+        async fn embed(&self, inputs: &[String], _: &CallContext) -> Result<Vec<Vec<f32>>, BackendError> {
+            self.0.lock().unwrap().extend(inputs.iter().cloned());
+            Ok(inputs.iter().map(|_| vec![1.0]).collect())
+        }
+    }
+
+    struct ListStore(Vec<Candidate>, Mutex<Option<usize>>);
+    #[async_trait]
+    impl VectorStore for ListStore {
+        fn name(&self) -> &str {
+            "list"
+        }
+        async fn query(&self, q: &VectorQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+            *self.1.lock().unwrap() = Some(q.n_results);
+            Ok(self.0.iter().take(q.n_results).cloned().collect())
+        }
+    }
+
+    struct LengthReranker;
+    #[async_trait]
+    impl Reranker for LengthReranker {
+        fn name(&self) -> &str {
+            "length"
+        }
+        async fn rerank(&self, _: &str, docs: &[String], _: &CallContext) -> Result<Vec<f64>, BackendError> {
+            Ok(docs.iter().map(|d| d.len() as f64).collect())
+        }
+    }
+
+    fn cand(path: &str, body: &str) -> Candidate {
+        Candidate {
+            chunk: Chunk {
+                id: path.into(),
+                document: format!("Source: o/r@b:{path}\n\n{body}"),
+                metadata: Metadata {
+                    organization: "o".into(),
+                    repository: "r".into(),
+                    branch: "b".into(),
+                    path: path.into(),
+                    start_line: 1,
+                    end_line: 3,
+                    ..Default::default()
+                },
+            },
+            distance: None,
+        }
+    }
+
+    fn engine(
+        cands: Vec<Candidate>,
+        rerank: Option<RerankOptions>,
+    ) -> (SearchEngine, Arc<FixedEmbedder>, Arc<ListStore>) {
+        let e = Arc::new(FixedEmbedder(Mutex::default()));
+        let s = Arc::new(ListStore(cands, Mutex::default()));
+        let options = PipelineOptions { rerank: rerank.clone().unwrap_or_default(), ..Default::default() };
+        let r: Option<Arc<dyn Reranker>> = rerank.map(|_| Arc::new(LengthReranker) as _);
+        (SearchEngine::new(e.clone(), s.clone(), r, options), e, s)
+    }
+
+    fn req(limit: i64) -> SearchRequest {
+        SearchArgs { query: " find me ".into(), limit, ..Default::default() }.validate().unwrap()
+    }
+
+    #[tokio::test]
+    async fn embeds_with_prefix_and_asks_three_per_result_capped_at_60() {
+        let (eng, e, s) = engine(vec![cand("a", "x")], None);
+        eng.search(&req(4), &CallContext::default()).await.unwrap();
+        assert_eq!(e.0.lock().unwrap().as_slice(), ["query: find me"]);
+        assert_eq!(*s.1.lock().unwrap(), Some(12));
+        eng.search(&req(20), &CallContext::default()).await.unwrap();
+        assert_eq!(*s.1.lock().unwrap(), Some(60));
+    }
+
+    #[tokio::test]
+    async fn reranking_uses_multiplier_cap_and_sorts_stably() {
+        let opts = RerankOptions { candidate_multiplier: 4, max_candidates: 7, ..Default::default() };
+        let cands = vec![cand("a", "s"), cand("b", "longer"), cand("c", "t"), cand("d", "longer!")];
+        let (eng, _, s) = engine(cands, Some(opts));
+        let got = eng.search(&req(5), &CallContext::default()).await.unwrap();
+        assert_eq!(*s.1.lock().unwrap(), Some(7));
+        let order: Vec<_> = got.iter().map(|c| c.chunk.id.as_str()).collect();
+        assert_eq!(order, ["d", "b", "a", "c"]);
+    }
+
+    #[test]
+    fn byte_caps_fail_instead_of_truncating() {
+        let cands = vec![cand("a", "12345"), cand("b", "123")];
+        let doc0 = rerank_document(&cands[0]);
+        assert_eq!(doc0, "Repository: o/r@b\nFile: a#L1-L3\n\n12345");
+        let caps = RerankOptions { max_document_bytes: doc0.len() - 1, ..Default::default() };
+        assert_eq!(
+            rerank_documents(&cands, &caps).unwrap_err().to_string(),
+            format!(
+                "reranking document 0 is {} bytes, exceeding rerank-max-document-bytes of {}",
+                doc0.len(),
+                doc0.len() - 1
+            )
+        );
+        let caps = RerankOptions { max_request_bytes: doc0.len() + 5, ..Default::default() };
+        let total = doc0.len() + rerank_document(&cands[1]).len();
+        assert_eq!(
+            rerank_documents(&cands, &caps).unwrap_err().to_string(),
+            format!("reranking request is {total} bytes, exceeding rerank-max-request-bytes of {}", doc0.len() + 5)
+        );
+        let caps = RerankOptions { max_request_bytes: total, max_document_bytes: doc0.len(), ..Default::default() };
+        assert_eq!(rerank_documents(&cands, &caps).unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,72 @@
+//! The three I/O seams of the pipeline.
+//!
+//! All three are object-safe through `async-trait` so that a registry and the
+//! server can hold them as `Arc<dyn …>`. Each has a `name()` that logs and
+//! errors use to say which backend spoke.
+
+use async_trait::async_trait;
+
+use crate::error::BackendError;
+use crate::filter::SearchFilter;
+use crate::record::Candidate;
+
+/// Per-call context passed to every backend.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallContext {
+    /// The `Authorization` header of the incoming HTTP request, verbatim,
+    /// when the transport has one. A store may forward it to its server when
+    /// it has no credential of its own.
+    pub authorization: Option<String>,
+}
+
+/// Turns text into vectors.
+///
+/// Implementors must return exactly one non-empty vector per input, in input
+/// order, or an error; callers rely on it and do not check again. Inputs
+/// arrive with any model prefix (`query: `, `passage: `) already applied.
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// Short name for logs and errors.
+    fn name(&self) -> &str;
+
+    /// Embeds `inputs` in one request where the backend allows it.
+    async fn embed(&self, inputs: &[String], ctx: &CallContext) -> Result<Vec<Vec<f32>>, BackendError>;
+}
+
+/// One nearest-neighbour query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorQuery {
+    pub embedding: Vec<f32>,
+    /// How many candidates to return at most.
+    pub n_results: usize,
+    pub filter: SearchFilter,
+}
+
+/// A searchable collection of chunks.
+///
+/// Implementors must apply `filter` *before* ranking (a narrow filter still
+/// yields up to `n_results` candidates when that many match), and must return
+/// candidates in relevance order, closest first. The caller guarantees a
+/// non-empty embedding and `n_results >= 1`.
+#[async_trait]
+pub trait VectorStore: Send + Sync {
+    /// Short name for logs and errors.
+    fn name(&self) -> &str;
+
+    /// The `n_results` closest chunks that pass the filter.
+    async fn query(&self, query: &VectorQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError>;
+}
+
+/// Scores documents against a query.
+///
+/// Implementors must return exactly one score per document, in document
+/// order (higher is more relevant), or an error: a partial answer would
+/// silently reorder results.
+#[async_trait]
+pub trait Reranker: Send + Sync {
+    /// Short name for logs and errors.
+    fn name(&self) -> &str;
+
+    /// One relevance score per document.
+    async fn rerank(&self, query: &str, documents: &[String], ctx: &CallContext) -> Result<Vec<f64>, BackendError>;
+}
