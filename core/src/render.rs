@@ -32,7 +32,8 @@ const PATH_SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'=')
     .remove(b'@');
 
-fn escape_segment(s: &str) -> String {
+/// Escapes one URL path segment as Go's `url.PathEscape` does.
+pub fn path_escape(s: &str) -> String {
     utf8_percent_encode(s, PATH_SEGMENT).to_string()
 }
 
@@ -100,12 +101,12 @@ pub fn github_source_url(m: &Metadata) -> Option<String> {
     if m.organization.is_empty() || m.repository.is_empty() || reference.is_empty() || m.path.is_empty() {
         return None;
     }
-    let path = m.path.split('/').map(escape_segment).collect::<Vec<_>>().join("/");
+    let path = m.path.split('/').map(path_escape).collect::<Vec<_>>().join("/");
     Some(format!(
         "https://github.com/{}/{}/blob/{}/{}{}",
-        escape_segment(&m.organization),
-        escape_segment(&m.repository),
-        escape_segment(reference),
+        path_escape(&m.organization),
+        path_escape(&m.repository),
+        path_escape(reference),
         path,
         m.line_anchor()
     ))
