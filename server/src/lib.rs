@@ -1,0 +1,12 @@
+//! The repo-retriever MCP server.
+//!
+//! Started with the flags, environment and YAML of `mcp-chromadb-repo-search`
+//! it answers exactly as that server does; the modules split the work the way
+//! a request flows: configuration, the MCP tool, the two transports and the
+//! byte-level wire encoding they share.
+
+pub mod http;
+pub mod protocol;
+pub mod stdio;
+pub mod tool;
+pub mod wire;
