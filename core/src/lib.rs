@@ -24,4 +24,4 @@ pub use filter::{PathGlob, SearchFilter};
 pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine};
 pub use record::{Candidate, Chunk, Metadata};
 pub use request::{SearchArgs, SearchRequest, ValidationError};
-pub use traits::{CallContext, Embedder, Reranker, VectorQuery, VectorStore};
+pub use traits::{CallContext, EmbeddedChunk, Embedder, IndexStore, Reranker, VectorQuery, VectorStore};

@@ -70,3 +70,36 @@ pub trait Reranker: Send + Sync {
     /// One relevance score per document.
     async fn rerank(&self, query: &str, documents: &[String], ctx: &CallContext) -> Result<Vec<f64>, BackendError>;
 }
+
+/// A chunk with its document embedding, as written to a store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EmbeddedChunk {
+    pub chunk: crate::record::Chunk,
+    pub embedding: Vec<f32>,
+}
+
+/// A store the indexer can write to.
+///
+/// Synchronisation relies on these guarantees: `upsert` is all-or-nothing
+/// per call (a failed call leaves no partial batch visible), ids are stable
+/// keys (writing an existing id replaces that record), `namespace_ids`
+/// returns every id whose `namespace_id` metadata equals the argument and no
+/// other, and `delete` ignores ids that are already gone. The caller
+/// guarantees batches no larger than [`IndexStore::max_batch_size`].
+#[async_trait]
+pub trait IndexStore: Send + Sync {
+    /// Short name for logs and errors.
+    fn name(&self) -> &str;
+
+    /// The largest number of records one `upsert` or `delete` may carry.
+    fn max_batch_size(&self) -> usize;
+
+    /// Every record id in one namespace (organization/repository/branch).
+    async fn namespace_ids(&self, namespace_id: &str) -> Result<Vec<String>, BackendError>;
+
+    /// Inserts or replaces records.
+    async fn upsert(&self, records: &[EmbeddedChunk]) -> Result<(), BackendError>;
+
+    /// Removes records by id.
+    async fn delete(&self, ids: &[String]) -> Result<(), BackendError>;
+}
