@@ -1,0 +1,1087 @@
+//! Shared support for the integration tests of `repo-retriever` (each test file says `mod support;`).
+//!
+//! The tests run against the real thing: a real Chroma 1.5.9 server and the deterministic
+//! OpenAI-compatible embed server from `testdata/embed_server.py`, both started once per test
+//! binary, and the records that the reference indexer wrote for `testdata/corpus/`.
+//!
+//! Why the services are spawned through `sh -c` with a watchdog loop: they live in `static`s, which
+//! are never dropped, so nothing in this process would ever kill them. The small shell wrapper polls
+//! the pid of the test process and stops the service (TERM, then KILL) once that process is gone,
+//! however it ended, and removes the service's temporary data folder. No `unsafe`, no signal hooks.
+//!
+//! Environment:
+//! - `CHROMA_URL`: use an already running Chroma instead of starting one.
+//! - `CHROMA_BIN`: the `chroma` executable; else `<workspace>/.venv/bin/chroma`, else `chroma` on `PATH`.
+//! - `EMBED_URL`: use an already running embed server instead of starting one.
+//! - `PYTHON`: the interpreter for the embed server (default `python3`).
+//!
+//! The server under test is driven through [`Server`], which spawns the built binary and speaks MCP
+//! over stdio ([`McpStdio`]) or Streamable HTTP ([`McpHttp`]).
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+/// Default tenant and database of a fresh Chroma.
+pub const TENANT: &str = "default_tenant";
+pub const DATABASE: &str = "default_database";
+/// The collection that [`fixture()`] loads once per test binary.
+pub const FIXTURE_COLLECTION: &str = "acme-widgets";
+/// The model name passed to the embed server (it accepts any).
+pub const EMBED_MODEL: &str = "hash-256";
+/// The number of records in `testdata/records.jsonl`.
+pub const FIXTURE_RECORDS: usize = 89;
+/// How long a service may take to come up.
+const SERVICE_START_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default wait for one MCP response.
+const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+
+// ---------------------------------------------------------------------------------------------
+// Paths and ports
+// ---------------------------------------------------------------------------------------------
+
+/// The workspace root (the folder holding the top-level `Cargo.toml`).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("server/ has a parent folder").to_path_buf()
+}
+
+/// `<workspace>/testdata`.
+pub fn testdata_dir() -> PathBuf {
+    workspace_root().join("testdata")
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local_addr").port()
+}
+
+/// Where service logs go: Cargo's per-package temporary folder for integration tests.
+fn log_dir() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-services");
+    std::fs::create_dir_all(&dir).expect("create the test-services log folder");
+    dir
+}
+
+/// A short name of this test binary, to name its log files.
+fn binary_stem() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| format!("pid{}", std::process::id()))
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------
+// Background services (Chroma, embed server) with a watchdog
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `"$@"` in the background and stops it once `$RR_WATCH_PID` (the test process) is gone;
+/// exits itself when the service dies, so `try_wait` on the wrapper reports an early death.
+const WATCHDOG: &str = r#"
+"$@" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null' TERM INT HUP
+while kill -0 "$RR_WATCH_PID" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 0.5; done
+kill -TERM "$child" 2>/dev/null
+i=0
+while kill -0 "$child" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+kill -KILL "$child" 2>/dev/null
+wait "$child" 2>/dev/null
+if [ -n "$RR_CLEANUP_DIR" ]; then rm -rf "$RR_CLEANUP_DIR"; fi
+"#;
+
+/// A service process wrapped by [`WATCHDOG`]; never dropped when it lives in a static.
+struct Service {
+    wrapper: Child,
+    log: PathBuf,
+}
+
+fn spawn_watched(program: &Path, args: &[String], log: &Path, cleanup_dir: Option<&Path>) -> Service {
+    let log_file = std::fs::File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
+    let log_err = log_file.try_clone().expect("clone log file handle");
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(WATCHDOG).arg("sh").arg(program).args(args);
+    cmd.env("RR_WATCH_PID", std::process::id().to_string());
+    cmd.env("RR_CLEANUP_DIR", cleanup_dir.map(|d| d.as_os_str().to_owned()).unwrap_or_default());
+    cmd.stdin(Stdio::null()).stdout(Stdio::from(log_file)).stderr(Stdio::from(log_err));
+    let wrapper = cmd.spawn().unwrap_or_else(|e| panic!("spawn sh for {}: {e}", program.display()));
+    Service { wrapper, log: log.to_path_buf() }
+}
+
+/// A plain HTTP/1.1 GET on loopback without an async runtime; returns (status, body).
+fn raw_get(port: u16, path: &str, timeout: Duration) -> Option<(u16, String)> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
+    stream.set_read_timeout(Some(timeout)).ok()?;
+    stream.set_write_timeout(Some(timeout)).ok()?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut buf = Vec::new();
+    stream.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// Starts a watched service on a free port and waits until `GET health_path` answers 200.
+/// Retries on a fresh port when the service dies during start-up (e.g. the port was taken).
+fn start_service(
+    what: &str,
+    program: &Path,
+    args_for_port: impl Fn(u16) -> Vec<String>,
+    health_path: &str,
+    cleanup_dir: Option<&Path>,
+) -> (Service, u16) {
+    let log = log_dir().join(format!("{what}-{}.log", binary_stem()));
+    let mut last_failure = String::new();
+    for _attempt in 0..3 {
+        let port = free_port();
+        let mut service = spawn_watched(program, &args_for_port(port), &log, cleanup_dir);
+        let started = Instant::now();
+        loop {
+            if let Some((200, _)) = raw_get(port, health_path, Duration::from_secs(2)) {
+                return (service, port);
+            }
+            if let Ok(Some(status)) = service.wrapper.try_wait() {
+                last_failure = format!("{what} exited during start-up ({status})");
+                break;
+            }
+            if started.elapsed() > SERVICE_START_TIMEOUT {
+                let _ = service.wrapper.kill();
+                panic!(
+                    "{what} did not answer GET {health_path} on 127.0.0.1:{port} within {:?}\n\
+                     command: {} {}\nlog {}:\n{}",
+                    SERVICE_START_TIMEOUT,
+                    program.display(),
+                    args_for_port(port).join(" "),
+                    log.display(),
+                    tail(&log, 40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    panic!(
+        "{last_failure}; gave up after 3 attempts\ncommand: {} {}\nlog {}:\n{}",
+        program.display(),
+        args_for_port(0).join(" "),
+        log.display(),
+        tail(&log, 40)
+    );
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
+}
+
+/// The `chroma` executable: `CHROMA_BIN`, else `<workspace>/.venv/bin/chroma`, else `chroma` on PATH.
+pub fn chroma_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("CHROMA_BIN").filter(|v| !v.is_empty()) {
+        let bin = PathBuf::from(bin);
+        assert!(bin.is_file(), "CHROMA_BIN={} does not exist", bin.display());
+        return bin;
+    }
+    let venv = workspace_root().join(".venv/bin/chroma");
+    if venv.is_file() {
+        return venv;
+    }
+    if let Some(bin) = find_on_path("chroma") {
+        return bin;
+    }
+    panic!(
+        "the integration tests need a real Chroma 1.5.9 server and found none.\n\
+         Run `bash scripts/test` (it creates .venv and installs it), or install it yourself:\n\
+         \x20   python3 -m venv .venv && .venv/bin/pip install chromadb==1.5.9\n\
+         then set CHROMA_BIN=/path/to/chroma (or CHROMA_URL=http://host:port for a running server)."
+    );
+}
+
+/// A real Chroma server shared by all tests of one test binary.
+#[derive(Debug)]
+pub struct Chroma {
+    url: String,
+    log: Option<PathBuf>,
+}
+
+impl Chroma {
+    /// Starts Chroma on first use (or adopts `CHROMA_URL`) and returns it; later calls return the same.
+    pub fn get() -> &'static Chroma {
+        static CHROMA: OnceLock<Chroma> = OnceLock::new();
+        CHROMA.get_or_init(|| {
+            if let Some(url) = std::env::var("CHROMA_URL").ok().filter(|v| !v.is_empty()) {
+                return Chroma { url: url.trim_end_matches('/').to_string(), log: None };
+            }
+            let bin = chroma_bin();
+            let dir = std::env::temp_dir().join(format!("rr-chroma-{}-{}", std::process::id(), unique()));
+            std::fs::create_dir_all(&dir).expect("create the Chroma data folder");
+            let data = dir.join("data");
+            let (service, port) = start_service(
+                "chroma",
+                &bin,
+                |port| {
+                    vec![
+                        "run".into(),
+                        "--path".into(),
+                        data.display().to_string(),
+                        "--host".into(),
+                        "127.0.0.1".into(),
+                        "--port".into(),
+                        port.to_string(),
+                    ]
+                },
+                "/api/v2/heartbeat",
+                Some(&dir),
+            );
+            // Dropping the handle neither kills nor waits: the watchdog owns the lifetime from here on.
+            Chroma { url: format!("http://127.0.0.1:{port}"), log: Some(service.log) }
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`, no trailing slash.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The log file of the Chroma this binary started (None when adopted through `CHROMA_URL`).
+    pub fn log(&self) -> Option<&Path> {
+        self.log.as_deref()
+    }
+}
+
+/// The deterministic OpenAI-compatible embeddings and rerank server, shared by one test binary.
+#[derive(Debug)]
+pub struct EmbedServer {
+    url: String,
+    log: Option<PathBuf>,
+}
+
+impl EmbedServer {
+    /// Starts `python3 testdata/embed_server.py` on first use (or adopts `EMBED_URL`).
+    pub fn get() -> &'static EmbedServer {
+        static EMBED: OnceLock<EmbedServer> = OnceLock::new();
+        EMBED.get_or_init(|| {
+            if let Some(url) = std::env::var("EMBED_URL").ok().filter(|v| !v.is_empty()) {
+                return EmbedServer { url: url.trim_end_matches('/').to_string(), log: None };
+            }
+            let python = std::env::var_os("PYTHON").filter(|v| !v.is_empty()).map(PathBuf::from);
+            let python = python.or_else(|| find_on_path("python3")).expect("python3 is needed for the embed server");
+            let script = testdata_dir().join("embed_server.py");
+            assert!(script.is_file(), "missing {}", script.display());
+            let (service, port) = start_service(
+                "embed",
+                &python,
+                |port| {
+                    vec![
+                        script.display().to_string(),
+                        "--host".into(),
+                        "127.0.0.1".into(),
+                        "--port".into(),
+                        port.to_string(),
+                    ]
+                },
+                "/health",
+                None,
+            );
+            EmbedServer { url: format!("http://127.0.0.1:{port}"), log: Some(service.log) }
+        })
+    }
+
+    /// `http://127.0.0.1:<port>`, no trailing slash (what `--embedding-api-url` / `--rerank-api-url` take).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn log(&self) -> Option<&Path> {
+        self.log.as_deref()
+    }
+
+    /// `GET /health`: `{status, dim, embeddings_requests, embeddings_inputs, rerank_requests}`.
+    pub async fn health(&self) -> Value {
+        let resp = reqwest::get(format!("{}/health", self.url)).await.expect("GET /health");
+        resp.json().await.expect("health JSON")
+    }
+}
+
+fn unique() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The fixture records and Chroma's v2 REST API
+// ---------------------------------------------------------------------------------------------
+
+/// The records of `testdata/records.jsonl`, each `{id, document, metadata, embedding}`, in file order.
+pub fn fixture_records() -> &'static [Value] {
+    static RECORDS: OnceLock<Vec<Value>> = OnceLock::new();
+    RECORDS.get_or_init(|| {
+        let path = testdata_dir().join("records.jsonl");
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+        let records: Vec<Value> = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).expect("records.jsonl line is JSON"))
+            .collect();
+        assert_eq!(records.len(), FIXTURE_RECORDS, "records.jsonl record count");
+        records
+    })
+}
+
+/// `<chroma>/api/v2/tenants/<tenant>/databases/<database>/collections`.
+pub fn collections_url(chroma_url: &str, tenant: &str, database: &str) -> String {
+    format!("{chroma_url}/api/v2/tenants/{tenant}/databases/{database}/collections")
+}
+
+async fn send_json(req: reqwest::RequestBuilder, what: &str) -> Value {
+    let resp = req.send().await.unwrap_or_else(|e| panic!("{what}: {e}"));
+    let status = resp.status();
+    let body = resp.text().await.unwrap_or_else(|e| panic!("{what}: reading body: {e}"));
+    assert!(status.is_success(), "{what}: HTTP {status}: {body}");
+    if body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{what}: {e}: {body}"))
+    }
+}
+
+/// Creates a tenant and a database in it (either may already exist).
+pub async fn create_tenant_database(chroma_url: &str, tenant: &str, database: &str) {
+    let client = reqwest::Client::new();
+    let resp = client.post(format!("{chroma_url}/api/v2/tenants")).json(&json!({"name": tenant})).send().await;
+    let resp = resp.expect("create tenant");
+    assert!(resp.status().is_success() || resp.status() == 409, "create tenant {tenant}: HTTP {}", resp.status());
+    let resp = client
+        .post(format!("{chroma_url}/api/v2/tenants/{tenant}/databases"))
+        .json(&json!({"name": database}))
+        .send()
+        .await
+        .expect("create database");
+    assert!(resp.status().is_success() || resp.status() == 409, "create database {database}: HTTP {}", resp.status());
+}
+
+/// Deletes a collection by name in the default tenant/database; a missing one is fine.
+pub async fn delete_collection(chroma_url: &str, name: &str) {
+    delete_collection_in(chroma_url, TENANT, DATABASE, name).await
+}
+
+pub async fn delete_collection_in(chroma_url: &str, tenant: &str, database: &str, name: &str) {
+    let url = format!("{}/{name}", collections_url(chroma_url, tenant, database));
+    let resp = reqwest::Client::new().delete(url).send().await.expect("delete collection");
+    let status = resp.status();
+    assert!(status.is_success() || status == 404, "delete collection {name}: HTTP {status}");
+}
+
+/// (Re)creates `name` as the reference indexer does and adds `records` exactly as given; returns its id.
+///
+/// `chromadb-repo-indexer` calls `get_or_create_collection(name, embedding_function=<its own class>)`
+/// with no metadata, so the Python client sends the configuration `{"embedding_function":
+/// {"type": "legacy"}}` and Chroma picks its default HNSW space, `l2`. We send the same, which gives
+/// a collection whose configuration and schema are identical to the indexer's.
+pub async fn load_records_in(chroma_url: &str, tenant: &str, database: &str, name: &str, records: &[Value]) -> String {
+    delete_collection_in(chroma_url, tenant, database, name).await;
+    let client = reqwest::Client::new();
+    let base = collections_url(chroma_url, tenant, database);
+    let created = send_json(
+        client.post(&base).json(&json!({
+            "name": name,
+            "configuration": {"embedding_function": {"type": "legacy"}},
+            "get_or_create": false,
+        })),
+        &format!("create collection {name}"),
+    )
+    .await;
+    let id = created["id"].as_str().unwrap_or_else(|| panic!("create collection {name}: no id in {created}"));
+    for batch in records.chunks(100) {
+        let payload = json!({
+            "ids": batch.iter().map(|r| r["id"].clone()).collect::<Vec<_>>(),
+            "documents": batch.iter().map(|r| r["document"].clone()).collect::<Vec<_>>(),
+            "metadatas": batch.iter().map(|r| r["metadata"].clone()).collect::<Vec<_>>(),
+            "embeddings": batch.iter().map(|r| r["embedding"].clone()).collect::<Vec<_>>(),
+        });
+        send_json(client.post(format!("{base}/{id}/add")).json(&payload), &format!("add records to {name}")).await;
+    }
+    id.to_string()
+}
+
+/// [`load_records_in`] in the default tenant and database.
+pub async fn load_records(chroma_url: &str, name: &str, records: &[Value]) -> String {
+    load_records_in(chroma_url, TENANT, DATABASE, name, records).await
+}
+
+/// (Re)creates `collection_name` with all 89 fixture records; returns the collection id.
+pub async fn load_fixture(chroma_url: &str, collection_name: &str) -> String {
+    load_records(chroma_url, collection_name, fixture_records()).await
+}
+
+/// (Re)creates `collection_name` with the fixture records that `keep` selects; returns the id.
+pub async fn load_fixture_subset(chroma_url: &str, collection_name: &str, keep: impl Fn(&Value) -> bool) -> String {
+    let subset: Vec<Value> = fixture_records().iter().filter(|r| keep(r)).cloned().collect();
+    load_records(chroma_url, collection_name, &subset).await
+}
+
+/// `GET .../collections/<id>/count`.
+pub async fn collection_count(chroma_url: &str, collection_id: &str) -> u64 {
+    let url = format!("{}/{collection_id}/count", collections_url(chroma_url, TENANT, DATABASE));
+    let v = send_json(reqwest::Client::new().get(url), "count").await;
+    v.as_u64().unwrap_or_else(|| panic!("count: not a number: {v}"))
+}
+
+/// `POST .../collections/<id>/get` with `include` (e.g. `["documents","metadatas","embeddings"]`).
+pub async fn collection_get(chroma_url: &str, collection_id: &str, include: &[&str]) -> Value {
+    let url = format!("{}/{collection_id}/get", collections_url(chroma_url, TENANT, DATABASE));
+    send_json(reqwest::Client::new().post(url).json(&json!({"include": include})), "get records").await
+}
+
+/// `POST .../collections/<id>/query` for one embedding, as the reference server sends it.
+pub async fn chroma_query(chroma_url: &str, collection_id: &str, embedding: &[f64], n_results: u32) -> Value {
+    let url = format!("{}/{collection_id}/query", collections_url(chroma_url, TENANT, DATABASE));
+    let body = json!({
+        "query_embeddings": [embedding],
+        "n_results": n_results,
+        "include": ["documents", "metadatas", "distances"],
+    });
+    send_json(reqwest::Client::new().post(url).json(&body), "query").await
+}
+
+/// `POST <embed>/v1/embeddings` for one raw input (no prefix added).
+pub async fn embed_text(embed_url: &str, input: &str) -> Vec<f64> {
+    let body = json!({"model": EMBED_MODEL, "input": [input]});
+    let v = send_json(reqwest::Client::new().post(format!("{embed_url}/v1/embeddings")).json(&body), "embed").await;
+    v["data"][0]["embedding"]
+        .as_array()
+        .unwrap_or_else(|| panic!("embed: no embedding in {v}"))
+        .iter()
+        .map(|x| x.as_f64().expect("embedding value is a number"))
+        .collect()
+}
+
+/// The embedding the server computes for a search: `"query: " + query`.
+pub async fn embed_query(embed_url: &str, query: &str) -> Vec<f64> {
+    embed_text(embed_url, &format!("query: {query}")).await
+}
+
+/// Chroma, the embed server and the 89 fixture records in [`FIXTURE_COLLECTION`], set up once per
+/// test binary. Tests that change or delete collections should use their own names instead.
+#[derive(Debug)]
+pub struct Fixture {
+    pub chroma_url: String,
+    pub embed_url: String,
+    pub collection: String,
+    pub collection_id: String,
+}
+
+/// The shared [`Fixture`]; callable from sync and async tests alike.
+pub fn fixture() -> &'static Fixture {
+    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
+    FIXTURE.get_or_init(|| {
+        let chroma_url = Chroma::get().url().to_string();
+        let embed_url = EmbedServer::get().url().to_string();
+        // Load on a thread of its own with its own runtime: this may be called inside any runtime.
+        let url = chroma_url.clone();
+        let collection_id = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            rt.block_on(load_fixture(&url, FIXTURE_COLLECTION))
+        })
+        .join()
+        .expect("loading the fixture collection panicked");
+        Fixture { chroma_url, embed_url, collection: FIXTURE_COLLECTION.to_string(), collection_id }
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The server under test
+// ---------------------------------------------------------------------------------------------
+
+/// The built binary under test.
+pub fn server_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_repo-retriever"))
+}
+
+/// The `initialize` request a client sends first.
+pub fn initialize_params() -> Value {
+    json!({
+        "protocolVersion": "2025-03-26",
+        "capabilities": {},
+        "clientInfo": {"name": "repo-retriever-tests", "version": "1"},
+    })
+}
+
+/// The text of the first content item of a `tools/call` result.
+pub fn tool_text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content in tool result: {result}"))
+}
+
+/// Whether a `tools/call` result is flagged `isError: true`.
+pub fn is_error(result: &Value) -> bool {
+    result["isError"].as_bool().unwrap_or(false)
+}
+
+/// How to start the binary: arguments and environment. Inherited `CHROMA_REPO_SEARCH_*` and
+/// `MCP_CHROMADB_REPO_SEARCH_*` variables are removed, so only what a test sets is seen.
+#[derive(Debug, Clone, Default)]
+pub struct Server {
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    timeout: Option<Duration>,
+}
+
+impl Server {
+    /// No arguments at all.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The four required flags pointing at the given Chroma collection and embed server.
+    pub fn with_backends(chroma_url: &str, collection: &str, embed_url: &str) -> Self {
+        Self::new().args(["--server-url", chroma_url, "--collection-name", collection]).args([
+            "--embedding-api-url",
+            embed_url,
+            "--embedding-model",
+            EMBED_MODEL,
+        ])
+    }
+
+    /// [`Server::with_backends`] on the shared [`fixture()`] collection.
+    pub fn fixture() -> Self {
+        let f = fixture();
+        Self::with_backends(&f.chroma_url, &f.collection, &f.embed_url)
+    }
+
+    /// Adds `--rerank-api-url <embed server> --rerank-model hash-rerank`.
+    pub fn with_rerank(self, rerank_url: &str) -> Self {
+        self.args(["--rerank-api-url", rerank_url, "--rerank-model", "hash-rerank"])
+    }
+
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.args.push(arg.into());
+        self
+    }
+
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// How long to wait for one response (default 60 s) or, for [`Server::output`], for the exit.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    fn command(&self, extra_args: &[String]) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(server_bin());
+        cmd.args(&self.args).args(extra_args);
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            if k.starts_with("CHROMA_REPO_SEARCH_") || k.starts_with("MCP_CHROMADB_REPO_SEARCH_") {
+                cmd.env_remove(&key);
+            }
+        }
+        cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
+        cmd.kill_on_drop(true);
+        cmd
+    }
+
+    fn response_timeout(&self) -> Duration {
+        self.timeout.unwrap_or(DEFAULT_RESPONSE_TIMEOUT)
+    }
+
+    /// Runs the binary to completion with `stdin` as its input (closed afterwards).
+    pub async fn output_with_stdin(&self, stdin: &str) -> Output {
+        let mut cmd = self.command(&[]);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", server_bin().display()));
+        let mut input = child.stdin.take().expect("stdin");
+        let data = stdin.as_bytes().to_vec();
+        let writer = tokio::spawn(async move {
+            let _ = input.write_all(&data).await;
+            drop(input);
+        });
+        let out = tokio::time::timeout(self.response_timeout(), child.wait_with_output())
+            .await
+            .unwrap_or_else(|_| {
+                panic!("{} {:?} did not exit within {:?}", server_bin().display(), self.args, self.response_timeout())
+            })
+            .expect("wait for the binary");
+        let _ = writer.await;
+        out
+    }
+
+    /// Runs the binary to completion with an empty, closed stdin (start-up errors, `--version`).
+    pub async fn output(&self) -> Output {
+        self.output_with_stdin("").await
+    }
+
+    /// Spawns the binary in stdio mode with piped stdin/stdout/stderr.
+    pub async fn stdio(&self) -> McpStdio {
+        let mut cmd = self.command(&[]);
+        cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", server_bin().display()));
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        collect_text(child.stderr.take().expect("stderr"), stderr.clone());
+        let stdout_lines = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let lines = stdout_lines.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                lines.lock().unwrap().push(line.clone());
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        McpStdio {
+            child,
+            stdin: Some(stdin),
+            rx,
+            pending: HashMap::new(),
+            others: Vec::new(),
+            stdout_lines,
+            stderr,
+            next_id: 1,
+            timeout: self.response_timeout(),
+        }
+    }
+
+    /// Spawns the binary with `--http 127.0.0.1:<free port>` and waits until the port accepts.
+    pub async fn http(&self) -> McpHttp {
+        let mut last_stderr = String::new();
+        for _attempt in 0..3 {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            let mut cmd = self.command(&["--http".to_string(), addr.clone()]);
+            cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+            let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", server_bin().display()));
+            let stderr = Arc::new(Mutex::new(String::new()));
+            collect_text(child.stderr.take().expect("stderr"), stderr.clone());
+            let log_lines = Arc::new(Mutex::new(Vec::new()));
+            collect_lines(child.stdout.take().expect("stdout"), log_lines.clone());
+            let started = Instant::now();
+            loop {
+                if tokio::net::TcpStream::connect(&addr).await.is_ok() {
+                    return McpHttp {
+                        child,
+                        base_url: format!("http://{addr}"),
+                        client: reqwest::Client::new(),
+                        stdout_lines: log_lines,
+                        stderr,
+                        session_id: None,
+                        next_id: 1,
+                        timeout: self.response_timeout(),
+                    };
+                }
+                if let Ok(Some(status)) = child.try_wait() {
+                    tokio::time::sleep(Duration::from_millis(50)).await; // let stderr drain
+                    last_stderr = format!("exited with {status}; stderr:\n{}", stderr.lock().unwrap());
+                    break;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "the server did not listen on {addr} within 30 s; stderr:\n{}",
+                    stderr.lock().unwrap()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+        panic!("the HTTP server did not start (3 attempts): {last_stderr}");
+    }
+}
+
+fn collect_text(pipe: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<String>>) {
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(pipe);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => into.lock().unwrap().push_str(&String::from_utf8_lossy(&buf)),
+            }
+        }
+    });
+}
+
+fn collect_lines(pipe: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<Vec<String>>>) {
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(pipe).lines();
+        while let Ok(Some(line)) = reader.next_line().await {
+            into.lock().unwrap().push(line);
+        }
+    });
+}
+
+fn id_key(id: &Value) -> String {
+    id.to_string()
+}
+
+/// The binary in stdio mode: newline-delimited JSON-RPC over its stdin and stdout.
+pub struct McpStdio {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    rx: mpsc::UnboundedReceiver<String>,
+    /// Responses read while waiting for another id.
+    pending: HashMap<String, Value>,
+    /// Messages from the server that are not responses (notifications, requests) or not JSON.
+    others: Vec<String>,
+    stdout_lines: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<String>>,
+    next_id: u64,
+    timeout: Duration,
+}
+
+impl McpStdio {
+    /// Writes one line (a newline is appended).
+    pub async fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin was closed");
+        let mut data = line.as_bytes().to_vec();
+        data.push(b'\n');
+        stdin.write_all(&data).await.expect("write to the server's stdin");
+        stdin.flush().await.expect("flush the server's stdin");
+    }
+
+    /// Writes one JSON-RPC message.
+    pub async fn send(&mut self, message: &Value) {
+        self.send_line(&message.to_string()).await
+    }
+
+    /// Sends a request with a fresh numeric id and returns that id without waiting.
+    pub async fn send_request(&mut self, method: &str, params: Value) -> Value {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        id
+    }
+
+    /// Sends a notification (no id, no response).
+    pub async fn notify(&mut self, method: &str, params: Option<Value>) {
+        let mut msg = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(params) = params {
+            msg["params"] = params;
+        }
+        self.send(&msg).await
+    }
+
+    /// Waits for the response (the whole JSON-RPC object) with this id.
+    pub async fn wait_response(&mut self, id: &Value) -> Value {
+        let key = id_key(id);
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            if let Some(resp) = self.pending.remove(&key) {
+                return resp;
+            }
+            let line = match tokio::time::timeout_at(deadline, self.rx.recv()).await {
+                Ok(Some(line)) => line,
+                Ok(None) => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    panic!("the server closed stdout before answering id {key}; stderr:\n{}", self.stderr())
+                }
+                Err(_) => panic!("no response to id {key} within {:?}; stderr:\n{}", self.timeout, self.stderr()),
+            };
+            match serde_json::from_str::<Value>(&line) {
+                Ok(msg) if msg.get("id").is_some() && (msg.get("result").is_some() || msg.get("error").is_some()) => {
+                    self.pending.insert(id_key(&msg["id"]), msg);
+                }
+                _ => self.others.push(line),
+            }
+        }
+    }
+
+    /// Sends a request and waits for its response (the whole JSON-RPC object).
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params).await;
+        self.wait_response(&id).await
+    }
+
+    /// `initialize` followed by `notifications/initialized`; returns the initialize result.
+    pub async fn initialize(&mut self) -> Value {
+        let resp = self.request("initialize", initialize_params()).await;
+        let result = resp.get("result").cloned().unwrap_or_else(|| panic!("initialize failed: {resp}"));
+        self.notify("notifications/initialized", None).await;
+        result
+    }
+
+    /// `tools/list`; returns the result (`{"tools": [...]}`).
+    pub async fn list_tools(&mut self) -> Value {
+        let resp = self.request("tools/list", json!({})).await;
+        resp.get("result").cloned().unwrap_or_else(|| panic!("tools/list failed: {resp}"))
+    }
+
+    /// `tools/call`; returns the result (`{"content": [...], "isError"?: bool}`).
+    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> Value {
+        let resp = self.request("tools/call", json!({"name": name, "arguments": arguments})).await;
+        resp.get("result").cloned().unwrap_or_else(|| panic!("tools/call failed: {resp}"))
+    }
+
+    /// Every line the server wrote to stdout so far.
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout_lines.lock().unwrap().clone()
+    }
+
+    /// Lines read from stdout that were not responses (notifications, server requests, garbage).
+    pub fn other_messages(&self) -> &[String] {
+        &self.others
+    }
+
+    /// Everything the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Closes stdin (EOF) and waits for the exit.
+    pub async fn close(&mut self) -> ExitStatus {
+        self.stdin.take();
+        tokio::time::timeout(self.timeout, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("the server did not exit within {:?} after EOF on stdin", self.timeout))
+            .expect("wait for the server")
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+}
+
+/// One HTTP response from `/mcp`, with the JSON-RPC messages found in its JSON or SSE body.
+#[derive(Debug)]
+pub struct HttpReply {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: String,
+    pub messages: Vec<Value>,
+}
+
+impl HttpReply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The message answering `id`, if any.
+    pub fn response(&self, id: &Value) -> Option<&Value> {
+        self.messages
+            .iter()
+            .find(|m| m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some()))
+    }
+}
+
+/// Parses a JSON body or the `data:` lines of an SSE body into JSON-RPC messages.
+pub fn parse_mcp_body(content_type: &str, body: &str) -> Vec<Value> {
+    if content_type.starts_with("text/event-stream") {
+        let mut out = Vec::new();
+        for event in body.replace("\r\n", "\n").split("\n\n") {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if data.is_empty() {
+                continue;
+            }
+            if let Ok(v) = serde_json::from_str::<Value>(&data.join("\n")) {
+                match v {
+                    Value::Array(items) => out.extend(items),
+                    v => out.push(v),
+                }
+            }
+        }
+        out
+    } else {
+        match serde_json::from_str::<Value>(body) {
+            Ok(Value::Array(items)) => items,
+            Ok(v) => vec![v],
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// The binary in Streamable HTTP mode on a free loopback port.
+pub struct McpHttp {
+    child: tokio::process::Child,
+    base_url: String,
+    client: reqwest::Client,
+    stdout_lines: Arc<Mutex<Vec<String>>>,
+    stderr: Arc<Mutex<String>>,
+    session_id: Option<String>,
+    next_id: u64,
+    timeout: Duration,
+}
+
+impl McpHttp {
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// `http://127.0.0.1:<port>/mcp`.
+    pub fn url(&self) -> String {
+        format!("{}/mcp", self.base_url)
+    }
+
+    /// POSTs `body` to `/mcp` with the MCP headers plus `extra_headers`; returns the reply as is.
+    pub async fn post_with_headers(&mut self, body: &Value, extra_headers: &[(&str, &str)]) -> HttpReply {
+        let mut req = self
+            .client
+            .post(self.url())
+            .timeout(self.timeout)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(sid) = &self.session_id {
+            req = req.header("Mcp-Session-Id", sid.as_str());
+        }
+        for (k, v) in extra_headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await.unwrap_or_else(|e| panic!("POST /mcp: {e}; stderr:\n{}", self.stderr()));
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.expect("read /mcp response body");
+        let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
+        let messages = parse_mcp_body(content_type, &text);
+        if let Some(sid) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+            self.session_id = Some(sid.to_string());
+        }
+        HttpReply { status, headers, body: text, messages }
+    }
+
+    /// POSTs `body` to `/mcp` with the MCP headers.
+    pub async fn post(&mut self, body: &Value) -> HttpReply {
+        self.post_with_headers(body, &[]).await
+    }
+
+    /// Any request to any path, for 404 checks and the like.
+    pub async fn raw(&self, method: reqwest::Method, path: &str, body: Option<String>) -> (u16, String) {
+        let mut req = self.client.request(method, format!("{}{path}", self.base_url)).timeout(self.timeout);
+        if let Some(body) = body {
+            req = req.header("Content-Type", "application/json").body(body);
+        }
+        let resp = req.send().await.expect("HTTP request");
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap_or_default())
+    }
+
+    /// Sends a JSON-RPC request (with extra headers) and returns the whole response object.
+    pub async fn request_with_headers(&mut self, method: &str, params: Value, headers: &[(&str, &str)]) -> Value {
+        let id = json!(self.next_id);
+        self.next_id += 1;
+        let reply = self
+            .post_with_headers(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}), headers)
+            .await;
+        match reply.response(&id) {
+            Some(v) => v.clone(),
+            None => panic!(
+                "no JSON-RPC response to {method} (HTTP {}): {}\nstderr:\n{}",
+                reply.status,
+                reply.body,
+                self.stderr()
+            ),
+        }
+    }
+
+    /// Sends a JSON-RPC request and returns the whole response object.
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_with_headers(method, params, &[]).await
+    }
+
+    /// Sends a notification; returns the HTTP reply (202 Accepted expected).
+    pub async fn notify(&mut self, method: &str, params: Option<Value>) -> HttpReply {
+        let mut msg = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(params) = params {
+            msg["params"] = params;
+        }
+        self.post(&msg).await
+    }
+
+    /// `initialize` followed by `notifications/initialized`; returns the initialize result.
+    pub async fn initialize(&mut self) -> Value {
+        let resp = self.request("initialize", initialize_params()).await;
+        let result = resp.get("result").cloned().unwrap_or_else(|| panic!("initialize failed: {resp}"));
+        self.notify("notifications/initialized", None).await;
+        result
+    }
+
+    pub async fn list_tools(&mut self) -> Value {
+        let resp = self.request("tools/list", json!({})).await;
+        resp.get("result").cloned().unwrap_or_else(|| panic!("tools/list failed: {resp}"))
+    }
+
+    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> Value {
+        self.call_tool_with_headers(name, arguments, &[]).await
+    }
+
+    /// `tools/call` with extra HTTP headers (e.g. `Authorization` for the pass-through).
+    pub async fn call_tool_with_headers(&mut self, name: &str, arguments: Value, headers: &[(&str, &str)]) -> Value {
+        let resp =
+            self.request_with_headers("tools/call", json!({"name": name, "arguments": arguments}), headers).await;
+        resp.get("result").cloned().unwrap_or_else(|| panic!("tools/call failed: {resp}"))
+    }
+
+    /// Forgets the session id the server returned, if any (the server is stateless).
+    pub fn forget_session(&mut self) {
+        self.session_id = None;
+    }
+
+    /// The raw lines the server wrote to stdout so far (one JSON log object per HTTP request).
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout_lines.lock().unwrap().clone()
+    }
+
+    /// The stdout lines parsed as JSON; panics on a line that is not JSON.
+    pub fn logs(&self) -> Vec<Value> {
+        self.stdout_lines()
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {l}")))
+            .collect()
+    }
+
+    /// Waits until at least `n` log lines were written (a line may follow the response), then returns all.
+    pub async fn wait_logs(&self, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.stdout_lines.lock().unwrap().len() < n {
+            assert!(
+                Instant::now() < deadline,
+                "expected {n} log lines, got {:?}; stderr:\n{}",
+                self.stdout_lines(),
+                self.stderr()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.logs()
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Stops the server.
+    pub async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+}
