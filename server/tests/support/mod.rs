@@ -14,6 +14,7 @@
 //! - `CHROMA_BIN`: the `chroma` executable; else `<workspace>/.venv/bin/chroma`, else `chroma` on `PATH`.
 //! - `EMBED_URL`: use an already running embed server instead of starting one.
 //! - `PYTHON`: the interpreter for the embed server (default `python3`).
+//! - `RR_SERVER_BIN`: run the tests against this binary instead of the one Cargo built.
 //!
 //! The server under test is driven through [`Server`], which spawns the built binary and speaks MCP
 //! over stdio ([`McpStdio`]) or Streamable HTTP ([`McpHttp`]).
@@ -103,7 +104,9 @@ i=0
 while kill -0 "$child" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i+1)); done
 kill -KILL "$child" 2>/dev/null
 wait "$child" 2>/dev/null
+rc=$?
 if [ -n "$RR_CLEANUP_DIR" ]; then rm -rf "$RR_CLEANUP_DIR"; fi
+exit "$rc"
 "#;
 
 /// A service process wrapped by [`WATCHDOG`]; never dropped when it lives in a static.
@@ -150,8 +153,10 @@ fn start_service(
 ) -> (Service, u16) {
     let log = log_dir().join(format!("{what}-{}.log", binary_stem()));
     let mut last_failure = String::new();
+    let mut last_port = 0;
     for _attempt in 0..3 {
         let port = free_port();
+        last_port = port;
         let mut service = spawn_watched(program, &args_for_port(port), &log, cleanup_dir);
         let started = Instant::now();
         loop {
@@ -180,7 +185,7 @@ fn start_service(
     panic!(
         "{last_failure}; gave up after 3 attempts\ncommand: {} {}\nlog {}:\n{}",
         program.display(),
-        args_for_port(0).join(" "),
+        args_for_port(last_port).join(" "),
         log.display(),
         tail(&log, 40)
     );
@@ -223,8 +228,8 @@ pub struct Chroma {
 impl Chroma {
     /// Starts Chroma on first use (or adopts `CHROMA_URL`) and returns it; later calls return the same.
     pub fn get() -> &'static Chroma {
-        static CHROMA: OnceLock<Chroma> = OnceLock::new();
-        CHROMA.get_or_init(|| {
+        static CHROMA: OnceLock<Result<Chroma, String>> = OnceLock::new();
+        init_once(&CHROMA, "Chroma", || {
             if let Some(url) = std::env::var("CHROMA_URL").ok().filter(|v| !v.is_empty()) {
                 return Chroma { url: url.trim_end_matches('/').to_string(), log: None };
             }
@@ -275,8 +280,8 @@ pub struct EmbedServer {
 impl EmbedServer {
     /// Starts `python3 testdata/embed_server.py` on first use (or adopts `EMBED_URL`).
     pub fn get() -> &'static EmbedServer {
-        static EMBED: OnceLock<EmbedServer> = OnceLock::new();
-        EMBED.get_or_init(|| {
+        static EMBED: OnceLock<Result<EmbedServer, String>> = OnceLock::new();
+        init_once(&EMBED, "the embed server", || {
             if let Some(url) = std::env::var("EMBED_URL").ok().filter(|v| !v.is_empty()) {
                 return EmbedServer { url: url.trim_end_matches('/').to_string(), log: None };
             }
@@ -321,6 +326,27 @@ impl EmbedServer {
 
 fn unique() -> u128 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default()
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_else(|| "(non-string panic)".to_string())
+}
+
+/// Initialises a shared value once; when that fails, every later caller fails at once with the
+/// same message instead of trying again (a Chroma that cannot start would otherwise cost every
+/// test its own start-up timeout).
+fn init_once<T>(cell: &'static OnceLock<Result<T, String>>, what: &str, init: impl FnOnce() -> T) -> &'static T {
+    let result = cell.get_or_init(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(init)).map_err(|p| panic_message(p.as_ref()))
+    });
+    match result {
+        Ok(value) => value,
+        Err(message) => panic!("{what} could not be set up (first failure, remembered):\n{message}"),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -488,8 +514,8 @@ pub struct Fixture {
 
 /// The shared [`Fixture`]; callable from sync and async tests alike.
 pub fn fixture() -> &'static Fixture {
-    static FIXTURE: OnceLock<Fixture> = OnceLock::new();
-    FIXTURE.get_or_init(|| {
+    static FIXTURE: OnceLock<Result<Fixture, String>> = OnceLock::new();
+    init_once(&FIXTURE, "the fixture", || {
         let chroma_url = Chroma::get().url().to_string();
         let embed_url = EmbedServer::get().url().to_string();
         // Load on a thread of its own with its own runtime: this may be called inside any runtime.
@@ -499,7 +525,7 @@ pub fn fixture() -> &'static Fixture {
             rt.block_on(load_fixture(&url, FIXTURE_COLLECTION))
         })
         .join()
-        .expect("loading the fixture collection panicked");
+        .unwrap_or_else(|p| panic!("loading the fixture collection failed: {}", panic_message(p.as_ref())));
         Fixture { chroma_url, embed_url, collection: FIXTURE_COLLECTION.to_string(), collection_id }
     })
 }
@@ -508,9 +534,13 @@ pub fn fixture() -> &'static Fixture {
 // The server under test
 // ---------------------------------------------------------------------------------------------
 
-/// The built binary under test.
+/// The binary under test: the one Cargo built, or `RR_SERVER_BIN` when set (to run the same tests
+/// against another build, such as the reference `mcp-chromadb-repo-search`).
 pub fn server_bin() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_repo-retriever"))
+    match std::env::var_os("RR_SERVER_BIN").filter(|v| !v.is_empty()) {
+        Some(bin) => PathBuf::from(bin),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_repo-retriever")),
+    }
 }
 
 /// The `initialize` request a client sends first.
