@@ -1,1 +1,66 @@
-//! placeholder
+//! The one HTTP layer every backend shares.
+//!
+//! repo-retriever must be a byte-exact drop-in for a Go server, and most of
+//! what a client can observe about a failing backend comes from one Go
+//! function of that server, `doJSON`: which failures are retried and how long
+//! it waits, what an error message says, how much of a response body it
+//! quotes, which secrets it hides. Keeping all of that in one crate means the
+//! Chroma store, the embedder and the reranker cannot drift apart from the
+//! reference, or from each other.
+//!
+//! The contract, in short:
+//!
+//! - every request carries `User-Agent`, and `Authorization` when the backend
+//!   has one; `POST` bodies are `application/json`, marshalled the way Go
+//!   marshals them ([`gojson`]);
+//! - connection errors and timeouts, 429 and 5xx are retried up to
+//!   `retry_attempts` attempts in total, waiting [`retry_delay`] in between;
+//!   other statuses, a body that breaks off, and bad JSON fail at once;
+//! - each attempt has one deadline that covers the whole exchange, body
+//!   included; bodies are read up to [`MAX_RESPONSE_BYTES`];
+//! - error texts are Go's (see [`HttpError`]); a status error quotes the body
+//!   trimmed, with every secret replaced by `<redacted>`, cut at 1000 bytes.
+//!
+//! The redaction goes further than the reference on purpose: besides the
+//! configured secrets it hides the credential of the per-call
+//! `Authorization` value (a token passed through from an MCP client), and it
+//! applies to every error text, not only to quoted bodies.
+
+mod client;
+mod error;
+pub mod gojson;
+mod transport;
+
+#[cfg(feature = "test-util")]
+pub mod test_util;
+
+pub use client::{HttpClient, HttpSettings, MAX_RESPONSE_BYTES, Sleeper, retry_delay};
+pub use error::{HttpError, MAX_ERROR_BODY_BYTES, REDACTED};
+
+/// The `Authorization` value for a token: `None` when it is empty, the token
+/// as it is when it already starts with `Bearer ` (any case), else
+/// `Bearer <token>`.
+pub fn bearer(token: &str) -> Option<String> {
+    if token.is_empty() {
+        return None;
+    }
+    let has_scheme = token.get(..7).is_some_and(|prefix| prefix.eq_ignore_ascii_case("bearer "));
+    Some(if has_scheme { token.to_owned() } else { format!("Bearer {token}") })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_matches_the_reference() {
+        assert_eq!(bearer(""), None);
+        assert_eq!(bearer("token").as_deref(), Some("Bearer token"));
+        assert_eq!(bearer("Bearer token").as_deref(), Some("Bearer token"));
+        assert_eq!(bearer("bearer token").as_deref(), Some("bearer token"));
+        assert_eq!(bearer("BEARER token").as_deref(), Some("BEARER token"));
+        assert_eq!(bearer("Bearertoken").as_deref(), Some("Bearer Bearertoken"));
+        assert_eq!(bearer("é").as_deref(), Some("Bearer é"));
+        assert_eq!(bearer("bearer").as_deref(), Some("Bearer bearer"));
+    }
+}
