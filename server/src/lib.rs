@@ -5,6 +5,9 @@
 //! a request flows: configuration, the MCP tool, the two transports and the
 //! byte-level wire encoding they share.
 
+pub mod app;
+pub mod config;
+pub mod goflag;
 pub mod http;
 pub mod protocol;
 pub mod stdio;

@@ -1,1 +1,60 @@
-fn main() {}
+//! `repo-retriever`: started with the flags, environment and YAML of
+//! `mcp-chromadb-repo-search`, it serves the same MCP `search` tool.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use repo_retriever::config::{self, Invocation};
+use repo_retriever::protocol::McpService;
+use repo_retriever::{app, http, stdio};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let env = |name: &str| std::env::var(name).ok();
+    let config = match config::load(&args, &env) {
+        Ok(Invocation::Serve(config)) => config,
+        Ok(Invocation::Version) => {
+            println!("{}", app::version_line());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Invocation::Help) => return ExitCode::SUCCESS,
+        Err(e) => {
+            eprint!("{}", e.stderr_output());
+            return ExitCode::from(e.exit_code() as u8);
+        }
+    };
+    if config.debug {
+        // stdout carries the protocol (stdio) or the request log (HTTP):
+        // diagnostics only ever go to stderr.
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
+            .init();
+        tracing::debug!("Debug mode enabled.");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("Fatal: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("Fatal: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: config::Config) -> Result<(), String> {
+    let engine = app::build_engine(&config).map_err(|e| e.to_string())?;
+    let service = Arc::new(McpService::new(engine, app::NAME, app::version_line()));
+    if config.http_addr.is_empty() {
+        return stdio::serve(service).await.map_err(|e| format!("stdio MCP server terminated: {e}"));
+    }
+    let listener = http::bind(&config.http_addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
+    http::serve(listener, service).await.map_err(|e| format!("Streamable HTTP server error: {e}"))
+}

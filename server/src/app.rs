@@ -1,0 +1,88 @@
+//! Builds the search engine a configuration describes.
+
+use std::sync::Arc;
+
+use rr_chroma::{ChromaConfig, ChromaStore};
+use rr_core::{PipelineOptions, RerankOptions, Reranker, SearchEngine};
+use rr_http::{HttpClient, HttpError, HttpSettings};
+use rr_openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
+use rr_rerank_openai::{OpenAiReranker, OpenAiRerankerConfig};
+
+use crate::config::Config;
+
+/// The name every backend request and `serverInfo` carry.
+pub const NAME: &str = "repo-retriever";
+
+/// `repo-retriever/<version>`, sent as the User-Agent.
+pub fn user_agent() -> String {
+    format!("{NAME}/{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// `<os>/<arch>` in the spelling operators know from Go tools.
+pub fn platform() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    };
+    format!("{}/{arch}", std::env::consts::OS)
+}
+
+/// The one-line `--version` answer, also reported as `serverInfo.version`.
+pub fn version_line() -> String {
+    format!("{NAME} version v{} ({})", env!("CARGO_PKG_VERSION"), platform())
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+/// The Chroma store, the OpenAI-compatible embedder and, when configured,
+/// the OpenAI-compatible reranker, sharing one HTTP client.
+pub fn build_engine(config: &Config) -> Result<SearchEngine, HttpError> {
+    let mut settings = HttpSettings::new(user_agent());
+    settings.retry_attempts = config.retry_attempts as u32;
+    settings.request_timeout = config.request_timeout;
+    settings.secrets = config.secrets();
+    let http = HttpClient::new(settings)?;
+
+    let store = ChromaStore::new(
+        ChromaConfig {
+            server_url: config.server_url.clone(),
+            tenant: config.tenant.clone(),
+            database: config.database.clone(),
+            collection_name: config.collection_name.clone(),
+            bearer_token: non_empty(&config.bearer_token),
+        },
+        http.clone(),
+    );
+    let embedder = OpenAiEmbedder::new(
+        OpenAiEmbedderConfig {
+            api_url: config.embedding_api_url.clone(),
+            model: config.embedding_model.clone(),
+            api_key: non_empty(&config.embedding_api_key),
+        },
+        http.clone(),
+    );
+    let reranker: Option<Arc<dyn Reranker>> = config.reranking_enabled().then(|| {
+        Arc::new(OpenAiReranker::new(
+            OpenAiRerankerConfig {
+                api_url: config.rerank_api_url.clone(),
+                model: config.rerank_model.clone(),
+                api_key: non_empty(&config.rerank_api_key),
+            },
+            http.clone(),
+        )) as Arc<dyn Reranker>
+    });
+    let options = PipelineOptions {
+        rerank: RerankOptions {
+            candidate_multiplier: config.rerank_candidate_multiplier as usize,
+            max_candidates: config.rerank_max_candidates as usize,
+            max_document_bytes: config.rerank_max_document_bytes as usize,
+            max_request_bytes: config.rerank_max_request_bytes as usize,
+        },
+        ..PipelineOptions::default()
+    };
+    Ok(SearchEngine::new(Arc::new(embedder), Arc::new(store), reranker, options))
+}
