@@ -1,0 +1,247 @@
+//! Embedded store benchmark: `cargo bench -p rr-embedded --bench search`.
+//!
+//! Generates 10k and 100k chunks (random unit 256-d vectors, realistic
+//! metadata and `Source:` lines, ~10 chunks per file over 3 organizations,
+//! 12 repositories and 2 branches), writes them in batches of 1000, reopens
+//! the store, and prints a Markdown table of search latency (p50/p99 over 200
+//! queries, k = 15, the engine's candidate count for 5 results), write
+//! throughput, reopen time and resident memory.
+
+use std::time::{Duration, Instant};
+
+use rr_core::{Chunk, EmbeddedChunk, Metadata, PathGlob, SearchFilter};
+use rr_embedded::{EmbeddedStore, MAX_BATCH_SIZE};
+
+const DIM: usize = 256;
+const QUERIES: usize = 200;
+const K: usize = 15;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit_vector(&mut self) -> Vec<f32> {
+        let v: Vec<f32> = (0..DIM).map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
+        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.into_iter().map(|x| x / n).collect()
+    }
+}
+
+const ORGS: [&str; 3] = ["acme", "globex", "initech"];
+const DIRS: [&str; 8] =
+    ["src", "internal/store", "internal/config", "cmd/server", "docs", "web/app", "pkg/api", "tests"];
+const EXTS: [(&str, &str); 5] =
+    [("rs", "rust"), ("go", "go"), ("py", "python"), ("ts", "typescript"), ("md", "markdown")];
+/// The most frequent words of the generated text, most frequent first; the
+/// rest of the vocabulary is made-up identifiers. Words are drawn with Zipf's
+/// law, as in real code and prose, so a query mixes words found in most
+/// chunks with rarer identifiers.
+const COMMON: [&str; 24] = [
+    "the", "return", "if", "self", "value", "err", "to", "config", "func", "let", "string", "of", "load", "for",
+    "retry", "handler", "index", "store", "query", "cache", "client", "server", "render", "schema",
+];
+const VOCABULARY: usize = 20_000;
+const SYLLABLES: [&str; 16] =
+    ["ba", "ko", "ri", "zu", "me", "ta", "lo", "ne", "pi", "su", "da", "ve", "go", "hu", "ca", "fe"];
+
+/// Word `rank` of the vocabulary: a common word, or a made-up camelCase or
+/// snake_case identifier.
+fn word(rank: usize) -> String {
+    if let Some(w) = COMMON.get(rank) {
+        return (*w).to_owned();
+    }
+    let mut s = String::new();
+    let mut r = rank;
+    for part in 0..3 {
+        let syl = SYLLABLES[r % 16];
+        r /= 16;
+        if part == 2 && rank.is_multiple_of(2) {
+            s.push_str(&syl[..1].to_uppercase());
+            s.push_str(&syl[1..]);
+        } else {
+            if part == 2 {
+                s.push('_');
+            }
+            s.push_str(syl);
+        }
+    }
+    s.push_str(&(rank % 97).to_string());
+    s
+}
+
+/// Cumulative Zipf weights (s = 1) over the vocabulary.
+struct Zipf(Vec<f64>);
+
+impl Zipf {
+    fn new() -> Self {
+        let mut acc = 0.0;
+        Zipf(
+            (1..=VOCABULARY)
+                .map(|r| {
+                    acc += 1.0 / r as f64;
+                    acc
+                })
+                .collect(),
+        )
+    }
+    fn sample(&self, rng: &mut Rng) -> usize {
+        let x = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * self.0[self.0.len() - 1];
+        self.0.partition_point(|&c| c < x).min(self.0.len() - 1)
+    }
+}
+
+fn generate(n: usize, rng: &mut Rng, zipf: &Zipf, words: &[String]) -> Vec<EmbeddedChunk> {
+    let mut out = Vec::with_capacity(n);
+    let mut file = 0usize;
+    while out.len() < n {
+        let org = ORGS[file % 3];
+        let repo = format!("repo{}", file % 12);
+        let branch = if file.is_multiple_of(5) { "dev" } else { "main" };
+        let (ext, file_type) = EXTS[rng.below(EXTS.len())];
+        let path = format!("{}/module{}/file{file}.{ext}", DIRS[rng.below(DIRS.len())], rng.below(50));
+        let chunks = 5 + rng.below(11);
+        for i in 0..chunks.min(n - out.len()) {
+            let body: Vec<&str> = (0..100).map(|_| words[zipf.sample(rng)].as_str()).collect();
+            let namespace_id = format!("{org}/{repo}@{branch}");
+            out.push(EmbeddedChunk {
+                chunk: Chunk {
+                    id: format!("{namespace_id}:{path}:{i}"),
+                    document: format!("Source: {namespace_id}:{path}\nType: {file_type}\n\n{}", body.join(" ")),
+                    metadata: Metadata {
+                        schema_version: 1,
+                        namespace_id,
+                        organization: org.into(),
+                        repository: repo.clone(),
+                        branch: branch.into(),
+                        path: path.clone(),
+                        file_type: file_type.into(),
+                        chunk_index: i as i64,
+                        chunk_count: chunks as i64,
+                        start_line: 1 + 20 * i as i64,
+                        end_line: 20 + 20 * i as i64,
+                        ..Default::default()
+                    },
+                },
+                embedding: rng.unit_vector(),
+            });
+        }
+        file += 1;
+    }
+    out
+}
+
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+fn percentiles(mut times: Vec<Duration>) -> (f64, f64) {
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    (ms(times[times.len() / 2]), ms(times[(times.len() * 99).div_ceil(100) - 1]))
+}
+
+fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64) {
+    for i in 0..10 {
+        f(i);
+    }
+    percentiles(
+        (0..QUERIES)
+            .map(|i| {
+                let t = Instant::now();
+                let found = f(i);
+                let elapsed = t.elapsed();
+                assert!(found > 0, "query {i} found nothing");
+                elapsed
+            })
+            .collect(),
+    )
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a name filter is not supported.
+    let sizes: Vec<usize> = std::env::var("RR_BENCH_SIZES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![10_000, 100_000]);
+    println!("| chunks | case | p50 ms | p99 ms |");
+    println!("|---:|---|---:|---:|");
+    let mut notes = Vec::new();
+    let zipf = Zipf::new();
+    let words: Vec<String> = (0..VOCABULARY).map(word).collect();
+    for n in sizes {
+        let mut rng = Rng(0x5eed_0000 + n as u64);
+        let records = generate(n, &mut rng, &zipf, &words);
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let t = Instant::now();
+        for batch in records.chunks(MAX_BATCH_SIZE) {
+            store.upsert_chunks(batch).unwrap();
+        }
+        let write = t.elapsed();
+        drop(store);
+        drop(records);
+        let rss_before_open = rss_mib();
+        let t = Instant::now();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let open = t.elapsed();
+        assert_eq!(store.len(), n);
+        let queries: Vec<Vec<f32>> = (0..QUERIES).map(|_| rng.unit_vector()).collect();
+        let q = |i: usize| &queries[i % QUERIES];
+        let none = SearchFilter::default();
+        let source = SearchFilter {
+            organization: "acme".into(),
+            repository: "repo3".into(),
+            branch: "main".into(),
+            ..Default::default()
+        };
+        let glob = SearchFilter { path: PathGlob::new("**/*.go"), ..Default::default() };
+        let both = SearchFilter { path: PathGlob::new("internal/**"), ..source.clone() };
+        let cases: [(&str, &SearchFilter); 4] = [
+            ("vector, no filter", &none),
+            ("vector, source filter", &source),
+            ("vector, path glob **/*.go", &glob),
+            ("vector, source + glob internal/**", &both),
+        ];
+        for (name, f) in cases {
+            let (p50, p99) = time_queries(|i| store.search(q(i), f, K).unwrap().len());
+            println!("| {n} | {name} | {p50:.2} | {p99:.2} |");
+        }
+        // Three words drawn like the text's, so most queries hold a word found
+        // in most chunks and a rarer identifier or two.
+        let texts: Vec<String> = (0..QUERIES)
+            .map(|_| (0..3).map(|_| words[zipf.sample(&mut rng)].as_str()).collect::<Vec<_>>().join(" "))
+            .collect();
+        let (p50, p99) = time_queries(|i| store.lexical_search(&texts[i], &none, K).unwrap().len());
+        println!("| {n} | lexical (BM25), no filter | {p50:.2} | {p99:.2} |");
+        let (p50, p99) = time_queries(|i| store.hybrid_search(&texts[i], q(i), &source, K).unwrap().len());
+        println!("| {n} | hybrid (RRF), source filter | {p50:.2} | {p99:.2} |");
+        let db_mib = std::fs::metadata(dir.path().join(rr_embedded::DATABASE_FILE)).map_or(0, |m| m.len()) as f64
+            / (1u64 << 20) as f64;
+        notes.push(format!(
+            "{n} chunks: write {:.0} chunks/s ({:.1} s in batches of {MAX_BATCH_SIZE}); reopen {:.0} ms; \
+             VmRSS {:.0} MiB after reopen and the queries ({:.0} MiB just before reopening); database {db_mib:.0} MiB",
+            n as f64 / write.as_secs_f64(),
+            write.as_secs_f64(),
+            open.as_secs_f64() * 1e3,
+            rss_mib(),
+            rss_before_open,
+        ));
+    }
+    println!();
+    for note in notes {
+        println!("- {note}");
+    }
+}

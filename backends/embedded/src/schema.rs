@@ -1,0 +1,99 @@
+//! The on-disk schema and its migrations.
+//!
+//! `schema_version` holds one row, the number of migrations applied. A build
+//! applies the ones it has not yet, in one transaction together with the
+//! version bump, and refuses a store whose version is higher than it knows
+//! (a newer build wrote it). To change the schema, append a migration; never
+//! edit one that has shipped.
+
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
+
+use crate::error::{EmbeddedError, OPEN_OPERATION};
+
+/// Migrations in order; migration `i` brings the store to version `i + 1`.
+const MIGRATIONS: &[&str] = &[
+    // Version 1.
+    //
+    // `chunks` is the main table; `vectors` and `chunks_fts` are keyed by its
+    // `pk`, and every write touches all three in one transaction, so a record
+    // is either in all three or in none. `source_line` is the document's first
+    // line, all the path glob ever looks at, so filters can be evaluated
+    // without reading documents.
+    //
+    // `chunks_fts` is contentless (the text lives in `chunks` only) with
+    // `contentless_delete=1`, so rows can be deleted by rowid alone. Column
+    // `body` is the document; `idents` holds the camelCase parts of its
+    // identifiers (`loadConfig` → `load config`), which `unicode61` would
+    // otherwise keep as one token (it already splits on `_`).
+    r#"
+    CREATE TABLE settings (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE chunks (
+        pk           INTEGER PRIMARY KEY,
+        id           TEXT NOT NULL UNIQUE,
+        namespace_id TEXT NOT NULL,
+        organization TEXT NOT NULL,
+        repository   TEXT NOT NULL,
+        branch       TEXT NOT NULL,
+        path         TEXT NOT NULL,
+        source_line  TEXT NOT NULL,
+        document     TEXT NOT NULL,
+        metadata     TEXT NOT NULL
+    );
+    CREATE INDEX chunks_by_namespace ON chunks (namespace_id, id);
+
+    CREATE TABLE vectors (
+        pk        INTEGER PRIMARY KEY,
+        embedding BLOB NOT NULL
+    );
+
+    CREATE VIRTUAL TABLE chunks_fts USING fts5 (
+        body, idents,
+        content = '', contentless_delete = 1,
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+
+    CREATE TABLE files (
+        namespace_id TEXT NOT NULL,
+        path         TEXT NOT NULL,
+        file_hash    TEXT NOT NULL,
+        content      TEXT NOT NULL,
+        PRIMARY KEY (namespace_id, path)
+    );
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// Brings the store to [`SCHEMA_VERSION`], or refuses a newer one.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), EmbeddedError> {
+    let err = EmbeddedError::sqlite(OPEN_OPERATION);
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
+    tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        .map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
+    let found: Option<i64> = tx
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .optional()
+        .map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
+    let found = match found {
+        Some(v) => v,
+        None => {
+            tx.execute("INSERT INTO schema_version (version) VALUES (0)", [])
+                .map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
+            0
+        }
+    };
+    if found > SCHEMA_VERSION {
+        return Err(EmbeddedError::SchemaTooNew { found, supported: SCHEMA_VERSION });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.execute_batch(sql).map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
+        tx.execute("UPDATE schema_version SET version = ?1", [i as i64 + 1])
+            .map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
+    }
+    tx.commit().map_err(EmbeddedError::sqlite(OPEN_OPERATION))
+}

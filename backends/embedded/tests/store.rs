@@ -1,0 +1,631 @@
+//! The embedded store against the 89 fixture records, hand-made cases, and a
+//! writer killed with SIGKILL.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rr_core::{
+    CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, PathGlob, SearchFilter, VectorQuery,
+    VectorStore,
+};
+use rr_embedded::{EmbeddedStore, FileEntry, FileKey, STORE_NAME, StoredFile, WriteBatch};
+use rr_hash_embed::HashEmbedder;
+
+// ---------------------------------------------------------------- helpers
+
+fn fixture() -> Vec<EmbeddedChunk> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/records.jsonl");
+    let text = std::fs::read_to_string(path).expect("testdata/records.jsonl");
+    text.lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            let chunk: Chunk = serde_json::from_value(v.clone()).unwrap();
+            let embedding =
+                v["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect::<Vec<f32>>();
+            EmbeddedChunk { chunk, embedding }
+        })
+        .collect()
+}
+
+fn filled(dir: &Path, records: &[EmbeddedChunk]) -> EmbeddedStore {
+    let store = EmbeddedStore::open(dir).unwrap();
+    for batch in records.chunks(40) {
+        store.upsert_chunks(batch).unwrap();
+    }
+    store
+}
+
+/// A record with a `Source:` line like the indexer's.
+fn record(id: &str, org: &str, repo: &str, branch: &str, path: &str, body: &str, embedding: Vec<f32>) -> EmbeddedChunk {
+    EmbeddedChunk {
+        chunk: Chunk {
+            id: id.into(),
+            document: format!("Source: {org}/{repo}@{branch}:{path}\nType: text\n\n{body}"),
+            metadata: Metadata {
+                schema_version: 1,
+                namespace_id: format!("{org}/{repo}@{branch}"),
+                organization: org.into(),
+                repository: repo.into(),
+                branch: branch.into(),
+                path: path.into(),
+                ..Default::default()
+            },
+        },
+        embedding,
+    }
+}
+
+/// The fixture plus copies of it under two other sources, so filters have
+/// something to exclude.
+fn fixture_with_other_sources() -> Vec<EmbeddedChunk> {
+    let base = fixture();
+    let mut all = base.clone();
+    for (org, repo, branch) in [("acme", "widgets", "dev"), ("other", "gadgets", "main")] {
+        for r in &base {
+            let mut c = r.clone();
+            c.chunk.id = format!("{org}/{repo}@{branch}/{}", r.chunk.id);
+            let from = "Source: acme/widgets@main:";
+            c.chunk.document = c.chunk.document.replacen(from, &format!("Source: {org}/{repo}@{branch}:"), 1);
+            c.chunk.metadata.organization = org.into();
+            c.chunk.metadata.repository = repo.into();
+            c.chunk.metadata.branch = branch.into();
+            c.chunk.metadata.namespace_id = format!("{org}/{repo}@{branch}");
+            all.push(c);
+        }
+    }
+    all
+}
+
+/// Exact cosine distances in f64, computed independently of the store.
+fn brute_force(records: &[EmbeddedChunk], query: &[f32], filter: &SearchFilter) -> Vec<(String, f64)> {
+    let norm = |v: &[f32]| v.iter().map(|&x| f64::from(x) * f64::from(x)).sum::<f64>().sqrt();
+    let qn = norm(query);
+    let mut scored: Vec<(String, f64)> = records
+        .iter()
+        .filter(|r| filter.matches(&r.chunk))
+        .map(|r| {
+            let dot: f64 = r.embedding.iter().zip(query).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
+            (r.chunk.id.clone(), 1.0 - dot / (qn * norm(&r.embedding)))
+        })
+        .collect();
+    scored.sort_by(|a, b| a.1.total_cmp(&b.1));
+    scored
+}
+
+/// Recall@k of `got` against the exact ranking, counting an id as found when
+/// its exact distance ties (within 1e-6) with the k-th exact one.
+fn recall_at(got: &[Candidate], exact: &[(String, f64)], k: usize) -> f64 {
+    let want = &exact[..k.min(exact.len())];
+    if want.is_empty() {
+        return 1.0;
+    }
+    let kth = want.last().unwrap().1;
+    let exact_of: HashMap<&str, f64> = exact.iter().map(|(id, d)| (id.as_str(), *d)).collect();
+    let found =
+        got.iter().take(k).filter(|c| exact_of.get(c.chunk.id.as_str()).is_some_and(|&d| d <= kth + 1e-6)).count();
+    found as f64 / want.len() as f64
+}
+
+fn filter(source: (&str, &str, &str), path: &str) -> SearchFilter {
+    SearchFilter {
+        organization: source.0.into(),
+        repository: source.1.into(),
+        branch: source.2.into(),
+        path: PathGlob::new(path),
+    }
+}
+
+fn ids(c: &[Candidate]) -> Vec<&str> {
+    c.iter().map(|c| c.chunk.id.as_str()).collect()
+}
+
+fn unit(v: &[f32]) -> Vec<f32> {
+    let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    v.iter().map(|x| x / n).collect()
+}
+
+// ---------------------------------------------------------------- round trip, exactness
+
+#[test]
+fn fixture_records_round_trip_through_a_reopened_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = fixture();
+    assert_eq!(records.len(), 89);
+    drop(filled(dir.path(), &records));
+
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    assert_eq!(store.len(), 89);
+    assert_eq!(store.dimension(), Some(256));
+    let check = store.check().unwrap();
+    assert!(check.is_consistent(), "{check:?}");
+    assert_eq!((check.chunks, check.vectors, check.fts_rows), (89, 89, 89));
+
+    let all = store.search(&records[0].embedding, &SearchFilter::default(), 200).unwrap();
+    assert_eq!(all.len(), 89);
+    let by_id: HashMap<&str, &Candidate> = all.iter().map(|c| (c.chunk.id.as_str(), c)).collect();
+    for r in &records {
+        assert_eq!(by_id[r.chunk.id.as_str()].chunk, r.chunk, "record {} changed", r.chunk.id);
+    }
+    // Every record is its own nearest neighbour, at distance ~0.
+    for r in &records {
+        let top = store.search(&r.embedding, &SearchFilter::default(), 1).unwrap();
+        assert_eq!(top[0].chunk.id, r.chunk.id);
+        assert!(top[0].distance.unwrap().abs() < 1e-6);
+    }
+    let namespace = &records[0].chunk.metadata.namespace_id;
+    let mut want: Vec<String> = records.iter().map(|r| r.chunk.id.clone()).collect();
+    want.sort();
+    assert_eq!(store.ids_in_namespace(namespace).unwrap(), want);
+}
+
+#[test]
+fn knn_equals_brute_force_recall_at_10_is_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = fixture_with_other_sources();
+    let store = filled(dir.path(), &records);
+    let embedder = HashEmbedder::default();
+    let mut queries: Vec<Vec<f32>> = [
+        "how is the configuration loaded",
+        "retry with backoff",
+        "fetch widgets from the API",
+        "store snapshot",
+        "café",
+        "newRouter http handler",
+    ]
+    .iter()
+    .map(|q| embedder.embed_text(&format!("query: {q}")))
+    .collect();
+    queries.extend(records.iter().step_by(7).map(|r| r.embedding.clone()));
+    let filters = [
+        SearchFilter::default(),
+        filter(("acme", "", ""), ""),
+        filter(("acme", "widgets", "dev"), ""),
+        filter(("", "", ""), "**/*.go"),
+        filter(("other", "gadgets", "main"), "docs/*"),
+    ];
+    let mut checked = 0;
+    for query in &queries {
+        for f in &filters {
+            let exact = brute_force(&records, query, f);
+            let got = store.search(query, f, 10).unwrap();
+            assert_eq!(got.len(), exact.len().min(10));
+            assert_eq!(recall_at(&got, &exact, 10), 1.0, "filter {f:?}");
+            for (c, (_, d)) in got.iter().zip(&exact) {
+                assert!((c.distance.unwrap() - d).abs() < 1e-5, "distance {:?} vs exact {d}", c.distance);
+            }
+            assert!(got.windows(2).all(|w| w[0].distance <= w[1].distance), "not in relevance order");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, queries.len() * filters.len());
+}
+
+// ---------------------------------------------------------------- filters
+
+#[test]
+fn every_filter_is_applied_before_ranking_like_chroma() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = fixture_with_other_sources();
+    let store = filled(dir.path(), &records);
+    let query = HashEmbedder::default().embed_text("query: widgets daemon configuration");
+    let cases: [(SearchFilter, usize); 14] = [
+        (filter(("acme", "", ""), ""), 178),
+        (filter(("", "widgets", ""), ""), 178),
+        (filter(("", "", "dev"), ""), 89),
+        (filter(("acme", "widgets", "main"), ""), 89),
+        (filter(("other", "gadgets", "main"), ""), 89),
+        (filter(("nobody", "", ""), ""), 0),
+        (filter(("", "", ""), "docs/*"), 3 * 13),
+        (filter(("", "", ""), "**/*.go"), 3 * 15),
+        (filter(("", "", ""), "**/config.go"), 3 * 5),
+        (filter(("", "", ""), "cmd/widget?/main.go"), 3 * 3),
+        (filter(("", "", ""), "/README.md"), 3 * 5),
+        (filter(("acme", "widgets", "main"), "docs/café.md"), 1),
+        (filter(("", "", ""), "docs/caf?.md"), 3),
+        (filter(("acme", "", "main"), "py/**/__init__.py"), 3),
+    ];
+    for (f, expected) in &cases {
+        let want: HashSet<&str> = records.iter().filter(|r| f.matches(&r.chunk)).map(|r| r.chunk.id.as_str()).collect();
+        assert_eq!(want.len(), *expected, "fixture expectation for {f:?}");
+        let got = store.search(&query, f, 1000).unwrap();
+        assert_eq!(ids(&got).into_iter().collect::<HashSet<_>>(), want, "{f:?}");
+        // A narrow filter still fills k: nothing is ranked before filtering.
+        let top3 = store.search(&query, f, 3).unwrap();
+        assert_eq!(top3.len(), expected.min(&3).to_owned(), "{f:?}");
+        let exact = brute_force(&records, &query, f);
+        assert_eq!(recall_at(&top3, &exact, 3), 1.0, "{f:?}");
+        // Lexical search honours the same filter.
+        for c in store.lexical_search("widgets config daemon retry", f, 50).unwrap() {
+            assert!(f.matches(&c.chunk), "lexical result {} escapes {f:?}", c.chunk.id);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- lexical and hybrid
+
+#[test]
+fn lexical_search_finds_an_identifier() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = filled(dir.path(), &fixture());
+    let any = SearchFilter::default();
+    let hits = store.lexical_search("fetchWidgets", &any, 5).unwrap();
+    assert!(!hits.is_empty());
+    assert_eq!(hits[0].chunk.metadata.path, "web/app.ts");
+    assert!(hits[0].chunk.document.contains("fetchWidgets"));
+    assert!(hits.windows(2).all(|w| w[0].distance <= w[1].distance));
+
+    let hits = store.lexical_search("where is newRouter defined?", &any, 3).unwrap();
+    assert_eq!(hits[0].chunk.metadata.path, "cmd/widgetd/main.go");
+    assert!(hits[0].chunk.document.contains("func newRouter"));
+
+    // Under a filter that excludes web/app.ts, only its parts ("fetch",
+    // "widgets") can match, and only in files the filter lets through.
+    let go = filter(("", "", ""), "**/*.go");
+    let hits = store.lexical_search("fetchWidgets", &go, 5).unwrap();
+    assert!(!hits.is_empty());
+    assert!(hits.iter().all(|c| go.matches(&c.chunk) && !c.chunk.document.contains("fetchWidgets")));
+    // Punctuation-only queries and FTS5 syntax are harmless.
+    assert!(store.lexical_search("?!", &any, 5).unwrap().is_empty());
+    store.lexical_search(r#"" OR NEAR( * :"#, &any, 5).unwrap();
+}
+
+#[test]
+fn hybrid_ranking_fuses_by_reciprocal_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let q = [1.0, 0.0, 0.0, 0.0];
+    // Vector ranking: a, c, d, b. Lexical ranking ("zephyr quokka"): b, c.
+    let docs = [
+        record("a", "o", "r", "main", "a.txt", "nothing relevant here", unit(&[1.0, 0.05, 0.0, 0.0])),
+        record("b", "o", "r", "main", "b.txt", "zephyr quokka zephyr quokka zephyr", unit(&[0.0, 0.0, 1.0, 0.0])),
+        record(
+            "c",
+            "o",
+            "r",
+            "main",
+            "c.txt",
+            "a zephyr appears once among many other words",
+            unit(&[1.0, 0.5, 0.0, 0.0]),
+        ),
+        record("d", "o", "r", "main", "d.txt", "still nothing", unit(&[1.0, 1.0, 0.3, 0.0])),
+    ];
+    store.upsert_chunks(&docs).unwrap();
+    let any = SearchFilter::default();
+    assert_eq!(ids(&store.search(&q, &any, 4).unwrap()), ["a", "c", "d", "b"]);
+    assert_eq!(ids(&store.lexical_search("zephyr quokka", &any, 4).unwrap()), ["b", "c"]);
+    // c: 1/62 + 1/62 = 0.032258 > b: 1/64 + 1/61 = 0.032018 > a: 1/61 > d: 1/63.
+    let hybrid = store.hybrid_search("zephyr quokka", &q, &any, 4).unwrap();
+    assert_eq!(ids(&hybrid), ["c", "b", "a", "d"]);
+    assert!((hybrid[0].distance.unwrap() + 2.0 / 62.0).abs() < 1e-12);
+    assert_eq!(ids(&store.hybrid_search("zephyr quokka", &q, &any, 2).unwrap()), ["c", "b"]);
+    // The filter applies to both rankings.
+    let only_b = filter(("", "", ""), "b.txt");
+    assert_eq!(ids(&store.hybrid_search("zephyr quokka", &q, &only_b, 4).unwrap()), ["b"]);
+}
+
+// ---------------------------------------------------------------- writes
+
+#[test]
+fn upsert_replaces_and_delete_removes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let any = SearchFilter::default();
+    store.upsert_chunks(&[record("x", "o", "r", "main", "x.rs", "alpha marmot", unit(&[1.0, 0.0]))]).unwrap();
+    store.upsert_chunks(&[record("y", "o", "r", "main", "y.rs", "gamma", unit(&[0.0, 1.0]))]).unwrap();
+    store.upsert_chunks(&[record("x", "o", "r", "main", "x2.rs", "beta wombat", unit(&[0.0, 1.0]))]).unwrap();
+    assert_eq!(store.len(), 2);
+    let top = store.search(&[0.0, 1.0], &any, 5).unwrap();
+    assert_eq!(top.len(), 2);
+    let x = top.iter().find(|c| c.chunk.id == "x").unwrap();
+    assert!(x.chunk.document.ends_with("beta wombat"));
+    assert_eq!(x.chunk.metadata.path, "x2.rs");
+    assert!(x.distance.unwrap().abs() < 1e-6);
+    assert!(store.lexical_search("marmot", &any, 5).unwrap().is_empty(), "old text still indexed");
+    assert_eq!(ids(&store.lexical_search("wombat", &any, 5).unwrap()), ["x"]);
+    assert!(store.search(&[0.0, 1.0], &filter(("", "", ""), "x.rs"), 5).unwrap().is_empty(), "old path matched");
+
+    store.delete_chunks(&["x".into(), "never-existed".into()]).unwrap();
+    assert_eq!(ids(&store.search(&[0.0, 1.0], &any, 5).unwrap()), ["y"]);
+    assert!(store.lexical_search("wombat", &any, 5).unwrap().is_empty());
+    assert_eq!(store.ids_in_namespace("o/r@main").unwrap(), ["y"]);
+    let check = store.check().unwrap();
+    assert!(check.is_consistent(), "{check:?}");
+    assert_eq!(check.chunks, 1);
+}
+
+#[test]
+fn a_failed_batch_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    store.upsert_chunks(&[record("a", "o", "r", "main", "a", "one", vec![1.0, 0.0, 0.0])]).unwrap();
+    let err = store
+        .upsert_chunks(&[
+            record("b", "o", "r", "main", "b", "two", vec![1.0, 0.0, 0.0]),
+            record("c", "o", "r", "main", "c", "three", vec![1.0, 0.0]),
+        ])
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "embedded store write failed: embedding of 2 dimensions, the store holds 3-dimensional vectors"
+    );
+    let err = store.upsert_chunks(&[record("d", "o", "r", "main", "d", "four", vec![1.0; 4])]).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "embedded store write failed: embedding of 4 dimensions, the store holds 3-dimensional vectors"
+    );
+    assert_eq!(store.ids_in_namespace("o/r@main").unwrap(), ["a"]);
+    let err = store.search(&[1.0, 0.0], &SearchFilter::default(), 3).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "embedded store query failed: embedding of 2 dimensions, the store holds 3-dimensional vectors"
+    );
+}
+
+#[test]
+fn namespaces_are_isolated() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let one: Vec<EmbeddedChunk> =
+        (0..2500).map(|i| record(&format!("one-{i:05}"), "o", "one", "main", "f", "x", vec![1.0, 0.0])).collect();
+    let two: Vec<EmbeddedChunk> =
+        (0..3).map(|i| record(&format!("two-{i}"), "o", "two", "main", "f", "x", vec![0.0, 1.0])).collect();
+    for batch in one.chunks(1000) {
+        store.upsert_chunks(batch).unwrap();
+    }
+    store.upsert_chunks(&two).unwrap();
+    let ids_one = store.ids_in_namespace("o/one@main").unwrap();
+    assert_eq!(ids_one.len(), 2500, "paging must return every id");
+    assert!(ids_one.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(store.ids_in_namespace("o/two@main").unwrap(), ["two-0", "two-1", "two-2"]);
+    assert!(store.ids_in_namespace("o/three@main").unwrap().is_empty());
+
+    store.delete_chunks(&ids_one[..1000]).unwrap();
+    store.delete_chunks(&ids_one[1000..]).unwrap();
+    assert!(store.ids_in_namespace("o/one@main").unwrap().is_empty());
+    assert_eq!(store.ids_in_namespace("o/two@main").unwrap().len(), 3);
+    assert_eq!(store.len(), 3);
+
+    for (ns, text) in [("o/one@main", "first"), ("o/two@main", "second")] {
+        store
+            .put_file(&StoredFile {
+                namespace_id: ns.into(),
+                path: "f".into(),
+                file_hash: "h".into(),
+                content: text.into(),
+            })
+            .unwrap();
+    }
+    assert_eq!(store.get_file("o/one@main", "f").unwrap().unwrap().content, "first");
+    assert_eq!(store.get_file("o/two@main", "f").unwrap().unwrap().content, "second");
+}
+
+#[test]
+fn files_are_stored_with_their_chunks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let ns = "o/r@main";
+    let text = "fn main() {\n    println!(\"héllo\");\n}\n";
+    let file = StoredFile {
+        namespace_id: ns.into(),
+        path: "src/main.rs".into(),
+        file_hash: "h1".into(),
+        content: text.into(),
+    };
+    let chunks = [record("m0", "o", "r", "main", "src/main.rs", text, vec![0.6, 0.8])];
+    store.write(&WriteBatch { upsert: &chunks, put_files: std::slice::from_ref(&file), ..Default::default() }).unwrap();
+    assert_eq!(store.get_file(ns, "src/main.rs").unwrap(), Some(file.clone()));
+    store
+        .put_file(&StoredFile {
+            path: "README.md".into(),
+            file_hash: "h2".into(),
+            content: "# r".into(),
+            ..file.clone()
+        })
+        .unwrap();
+    assert_eq!(
+        store.list_files(ns).unwrap(),
+        [
+            FileEntry { path: "README.md".into(), file_hash: "h2".into(), size: 3 },
+            FileEntry { path: "src/main.rs".into(), file_hash: "h1".into(), size: text.len() as u64 },
+        ]
+    );
+    assert!(store.list_files("other").unwrap().is_empty());
+    assert_eq!(store.get_file("other", "src/main.rs").unwrap(), None);
+
+    // Deleting a file and its chunks together.
+    store
+        .write(&WriteBatch {
+            delete: &["m0".into()],
+            delete_files: &[FileKey { namespace_id: ns.into(), path: "src/main.rs".into() }],
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(store.get_file(ns, "src/main.rs").unwrap(), None);
+    assert!(store.is_empty());
+    assert_eq!(store.list_files(ns).unwrap().len(), 1);
+}
+
+#[test]
+fn another_connections_writes_are_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let reader = EmbeddedStore::open(dir.path()).unwrap();
+    let writer = EmbeddedStore::open(dir.path()).unwrap();
+    let any = SearchFilter::default();
+    assert!(reader.search(&[1.0, 0.0], &any, 3).unwrap().is_empty());
+    writer.upsert_chunks(&[record("a", "o", "r", "main", "a", "shared text", vec![1.0, 0.0])]).unwrap();
+    assert_eq!(ids(&reader.search(&[1.0, 0.0], &any, 3).unwrap()), ["a"]);
+    writer.delete_chunks(&["a".into()]).unwrap();
+    assert!(reader.search(&[1.0, 0.0], &any, 3).unwrap().is_empty());
+    assert!(reader.lexical_search("shared", &any, 3).unwrap().is_empty());
+}
+
+#[test]
+fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(EmbeddedStore::open(dir.path()).unwrap());
+    let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
+    conn.execute("UPDATE schema_version SET version = 99", []).unwrap();
+    drop(conn);
+    let err = EmbeddedStore::open(dir.path()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "embedded store open failed: schema version 99 is newer than this build supports ({})",
+            rr_embedded::SCHEMA_VERSION
+        )
+    );
+}
+
+#[tokio::test]
+async fn traits_drive_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    assert_eq!(VectorStore::name(&store), STORE_NAME);
+    assert_eq!(IndexStore::name(&store), "embedded");
+    assert_eq!(store.max_batch_size(), 1000);
+    let records = fixture();
+    store.upsert(&records[..50]).await.unwrap();
+    store.upsert(&records[50..]).await.unwrap();
+    let ns = records[0].chunk.metadata.namespace_id.clone();
+    assert_eq!(store.namespace_ids(&ns).await.unwrap().len(), 89);
+    let ctx = CallContext::default();
+    let query = VectorQuery { embedding: records[5].embedding.clone(), n_results: 3, filter: SearchFilter::default() };
+    let got = store.query(&query, &ctx).await.unwrap();
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[0].chunk.id, records[5].chunk.id);
+    store.delete(&[records[5].chunk.id.clone()]).await.unwrap();
+    assert_ne!(store.query(&query, &ctx).await.unwrap()[0].chunk.id, records[5].chunk.id);
+    let bad = VectorQuery { embedding: vec![1.0], ..query };
+    let err = store.query(&bad, &ctx).await.unwrap_err();
+    assert_eq!(err.backend(), "embedded");
+}
+
+// ---------------------------------------------------------------- crash safety
+
+const CRASH_ENV: &str = "RR_EMBEDDED_CRASH_CHILD_DIR";
+const MAIN_RECORDS: usize = 300;
+const EXTRA_RECORDS: usize = 100;
+
+fn crash_vector(generation: u64, i: usize) -> Vec<f32> {
+    let mut s = generation.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (i as u64 + 1);
+    unit(
+        &(0..16)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+fn crash_record(prefix: &str, generation: u64, i: usize) -> EmbeddedChunk {
+    record(
+        &format!("{prefix}-{i:04}"),
+        "o",
+        "crash",
+        "main",
+        &format!("src/f{}.rs", i % 20),
+        &format!("generation {generation} record {i} token{i}"),
+        // Extras get vectors of their own, so no two records tie.
+        crash_vector(generation, if prefix == "extra" { i + 10_000 } else { i }),
+    )
+}
+
+fn generation_of(document: &str) -> u64 {
+    document.split("generation ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap()
+}
+
+/// Not a test on its own: when `CRASH_ENV` is set, this is the writer that
+/// `a_writer_killed_mid_write_leaves_a_consistent_store` runs and kills.
+/// Generation `g` rewrites every main record and the file `gen.txt` in one
+/// batch; even generations also write the extra records, odd ones delete them.
+#[test]
+fn crash_writer_child() {
+    let Ok(dir) = std::env::var(CRASH_ENV) else { return };
+    let store = EmbeddedStore::open(&dir).unwrap();
+    let start = store.get_file("o/crash@main", "gen.txt").unwrap().map_or(0, |f| f.content.parse::<u64>().unwrap() + 1);
+    for generation in start.. {
+        let mut upsert: Vec<EmbeddedChunk> = (0..MAIN_RECORDS).map(|i| crash_record("main", generation, i)).collect();
+        let extra: Vec<String> = (0..EXTRA_RECORDS).map(|i| format!("extra-{i:04}")).collect();
+        let delete: &[String] = if generation.is_multiple_of(2) {
+            upsert.extend((0..EXTRA_RECORDS).map(|i| crash_record("extra", generation, i)));
+            &[]
+        } else {
+            &extra
+        };
+        let file = StoredFile {
+            namespace_id: "o/crash@main".into(),
+            path: "gen.txt".into(),
+            file_hash: format!("h{generation}"),
+            content: generation.to_string(),
+        };
+        store.write(&WriteBatch { delete, upsert: &upsert, put_files: &[file], ..Default::default() }).unwrap();
+        std::fs::write(Path::new(&dir).join("ready"), generation.to_string()).unwrap();
+    }
+}
+
+/// Asserts that the store holds exactly one whole generation.
+fn assert_one_whole_generation(dir: &Path) -> u64 {
+    let store = EmbeddedStore::open(dir).unwrap();
+    let check = store.check().unwrap();
+    assert!(check.is_consistent(), "{check:?}");
+    let generation: u64 = store.get_file("o/crash@main", "gen.txt").unwrap().unwrap().content.parse().unwrap();
+    let ids = store.ids_in_namespace("o/crash@main").unwrap();
+    let extras = if generation.is_multiple_of(2) { EXTRA_RECORDS } else { 0 };
+    assert_eq!(ids.len(), MAIN_RECORDS + extras, "generation {generation}");
+    assert_eq!(store.len(), ids.len(), "in-memory index disagrees with the tables");
+    // Every document and vector belongs to the same generation as the file.
+    let all = store.search(&crash_vector(generation, 0), &SearchFilter::default(), 10_000).unwrap();
+    assert_eq!(all.len(), ids.len());
+    for c in &all {
+        assert_eq!(generation_of(&c.chunk.document), generation, "{} is from another batch", c.chunk.id);
+    }
+    let first = store.search(&crash_vector(generation, 7), &SearchFilter::default(), 1).unwrap();
+    assert_eq!(first[0].chunk.id, "main-0007", "vector of another batch");
+    assert!(first[0].distance.unwrap().abs() < 1e-6);
+    let lexical = store.lexical_search("token42", &SearchFilter::default(), 5).unwrap();
+    assert_eq!(lexical.iter().filter(|c| c.chunk.id.ends_with("-0042")).count(), 1 + usize::from(extras > 0));
+    generation
+}
+
+#[test]
+fn a_writer_killed_mid_write_leaves_a_consistent_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut last = None;
+    for delay_ms in [0u64, 37, 140, 290, 455, 610] {
+        let _ = std::fs::remove_file(dir.path().join("ready"));
+        let mut child = Command::new(&exe)
+            .args(["crash_writer_child", "--exact", "--nocapture", "--test-threads", "1"])
+            .env(CRASH_ENV, dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !dir.path().join("ready").exists() {
+            assert!(Instant::now() < deadline, "writer never committed");
+            assert!(child.try_wait().unwrap().is_none(), "writer exited early");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        assert!(!status.success());
+        let generation = assert_one_whole_generation(dir.path());
+        if let Some(previous) = last {
+            assert!(generation > previous, "the writer made no progress");
+        }
+        eprintln!("killed after {delay_ms} ms at generation {generation}");
+        last = Some(generation);
+    }
+    // The store stays writable and converges after the crashes.
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    store.delete_chunks(&store.ids_in_namespace("o/crash@main").unwrap()).unwrap();
+    assert!(store.is_empty());
+    assert!(store.check().unwrap().is_consistent());
+}
