@@ -1,0 +1,200 @@
+//! Finding the files of a folder that are eligible for indexing.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::IndexError;
+use crate::wildmatch::PathSpec;
+
+/// Which files are indexed. Paths are Git wildmatch patterns matched against
+/// the POSIX path relative to the root; extensions are normalised (trimmed,
+/// lowercased, leading dot added) and compared with the file's lowercase
+/// extension. `.git/**` is always excluded, hidden files are not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectionOptions {
+    /// A file must match these (default `**`, everything).
+    pub include_paths: Vec<String>,
+    /// A file matching these is skipped.
+    pub exclude_paths: Vec<String>,
+    /// When non-empty, only these extensions are indexed.
+    pub include_extensions: Vec<String>,
+    /// These extensions are never indexed.
+    pub exclude_extensions: Vec<String>,
+}
+
+impl Default for SelectionOptions {
+    fn default() -> Self {
+        SelectionOptions {
+            include_paths: vec!["**".to_owned()],
+            exclude_paths: Vec::new(),
+            include_extensions: Vec::new(),
+            exclude_extensions: Vec::new(),
+        }
+    }
+}
+
+/// Trims patterns and drops blank ones, as the reference's configuration does.
+pub fn normalize_patterns<S: AsRef<str>>(patterns: &[S]) -> Vec<String> {
+    patterns.iter().map(|p| crate::pytext::strip(p.as_ref())).filter(|p| !p.is_empty()).map(str::to_owned).collect()
+}
+
+/// Trims and lowercases extensions, adds the leading dot, drops blanks and
+/// duplicates (first occurrence kept), as the reference's configuration does.
+pub fn normalize_extensions<S: AsRef<str>>(extensions: &[S]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for extension in extensions {
+        let mut value = crate::pytext::strip(extension.as_ref()).to_lowercase();
+        if value.is_empty() {
+            continue;
+        }
+        if !value.starts_with('.') {
+            value.insert(0, '.');
+        }
+        if !out.contains(&value) {
+            out.push(value);
+        }
+    }
+    out
+}
+
+/// A file selected for indexing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceFile {
+    /// Where to read it.
+    pub path: PathBuf,
+    /// POSIX path relative to the root (the record `path`).
+    pub relative_path: String,
+    /// Lowercase extension with its dot, or empty.
+    pub extension: String,
+}
+
+/// Counts of a discovery walk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanStats {
+    /// Regular files seen (symlinks and special files excluded).
+    pub files_scanned: usize,
+    /// Files selected for indexing.
+    pub files_eligible: usize,
+    /// Symlinks, special files and the root `.git` directory.
+    pub files_other_skipped: usize,
+}
+
+/// The result of [`scan`]: eligible files sorted by relative path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub files: Vec<SourceFile>,
+    pub stats: ScanStats,
+}
+
+/// The extension as Python's `PurePath.suffix` (3.14, `os.path.splitext`)
+/// gives it, lowercased: the last dot-part of the name, where leading dots do
+/// not start an extension (`.bashrc` has none, `a.` has `.`).
+pub fn extension_of(name: &str) -> String {
+    let Some(dot) = name.rfind('.') else {
+        return String::new();
+    };
+    if name[..dot].bytes().all(|b| b == b'.') {
+        return String::new();
+    }
+    name[dot..].to_lowercase()
+}
+
+/// Compiled selection rules.
+struct Selector {
+    includes: PathSpec,
+    excludes: PathSpec,
+    include_extensions: Vec<String>,
+    exclude_extensions: Vec<String>,
+}
+
+impl Selector {
+    fn new(opts: &SelectionOptions) -> Result<Self, IndexError> {
+        Ok(Selector {
+            includes: PathSpec::new(&opts.include_paths)?,
+            excludes: PathSpec::new(&opts.exclude_paths)?,
+            include_extensions: normalize_extensions(&opts.include_extensions),
+            exclude_extensions: normalize_extensions(&opts.exclude_extensions),
+        })
+    }
+
+    fn eligible(&self, relative: &str, extension: &str) -> bool {
+        self.includes.matches(relative)
+            && !self.excludes.matches(relative)
+            && (self.include_extensions.is_empty() || self.include_extensions.iter().any(|e| e == extension))
+            && !self.exclude_extensions.iter().any(|e| e == extension)
+    }
+}
+
+fn is_git_dir(relative: &str) -> bool {
+    relative == ".git" || relative.starts_with(".git/")
+}
+
+/// Walks `root` (symlinks are never followed) and selects the files to index.
+pub fn scan(root: &Path, opts: &SelectionOptions) -> Result<Scan, IndexError> {
+    let walk_error = |path: &Path, source: std::io::Error| IndexError::Walk { path: path.to_owned(), source };
+    let root = fs::canonicalize(root).map_err(|e| walk_error(root, e))?;
+    if !root.is_dir() {
+        return Err(IndexError::NotADirectory(root));
+    }
+    let selector = Selector::new(opts)?;
+    let mut result = Scan::default();
+    let mut pending = vec![(root.clone(), String::new())];
+    while let Some((dir, prefix)) = pending.pop() {
+        let entries = fs::read_dir(&dir).map_err(|e| walk_error(&dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| walk_error(&dir, e))?;
+            let path = entry.path();
+            let file_type = entry.file_type().map_err(|e| walk_error(&path, e))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let relative = format!("{prefix}{name}");
+            if file_type.is_symlink() {
+                result.stats.files_other_skipped += 1;
+            } else if file_type.is_dir() {
+                if is_git_dir(&relative) {
+                    result.stats.files_other_skipped += 1;
+                } else {
+                    pending.push((path, format!("{relative}/")));
+                }
+            } else if !file_type.is_file() {
+                result.stats.files_other_skipped += 1;
+            } else {
+                result.stats.files_scanned += 1;
+                if is_git_dir(&relative) {
+                    continue;
+                }
+                let extension = extension_of(&name);
+                if selector.eligible(&relative, &extension) {
+                    if path.strip_prefix(&root).ok().and_then(Path::to_str).is_none() {
+                        return Err(IndexError::NonUtf8Path(path));
+                    }
+                    result.files.push(SourceFile { path, relative_path: relative, extension });
+                    result.stats.files_eligible += 1;
+                }
+            }
+        }
+    }
+    result.files.sort_by(|a, b| a.relative_path.cmp(&b.relative_path));
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extensions_follow_python_suffix() {
+        for (name, ext) in
+            [("a.go", ".go"), ("keep.PY", ".py"), (".bashrc", ""), ("Makefile", ""), ("a.tar.gz", ".gz"), ("..x", "")]
+        {
+            assert_eq!(extension_of(name), ext, "{name}");
+        }
+        assert_eq!(extension_of(".hidden.md"), ".md");
+    }
+
+    #[test]
+    fn extension_options_are_normalised() {
+        assert_eq!(normalize_extensions(&[" MD ", ".md", "", "Go"]), [".md", ".go"]);
+        assert_eq!(normalize_patterns(&[" docs/** ", "", "  "]), ["docs/**"]);
+    }
+}
