@@ -35,10 +35,14 @@
 //! `unsafe`, which this workspace forbids outside the plugin loader. SQLite
 //! keeps the vectors durable; Rust does the arithmetic.
 //!
-//! **Other processes' writes are picked up.** Each query asks SQLite for
-//! `PRAGMA data_version`, which changes when another connection commits; the
-//! in-memory copy is then reloaded. This process's own writes update the copy
-//! in place after their commit.
+//! **Concurrency.** Queries run in parallel (the in-memory copy sits behind a
+//! read-write lock) and read through their own SQLite connection, so they do
+//! not wait for a write transaction. This process's writes commit while
+//! holding the copy's write lock and update it in place, so a query never
+//! sees a row in the copy that its fetch cannot find. Other processes' writes
+//! are picked up too: each query asks SQLite for `PRAGMA data_version`, which
+//! changes when another connection commits, and the copy is then reloaded
+//! (about 0.2 s at 100k chunks).
 //!
 //! **Lexical and hybrid search.** [`EmbeddedStore::lexical_search`] ranks
 //! with FTS5's BM25 over the documents (plus camelCase parts of identifiers),
@@ -65,7 +69,8 @@ mod schema;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard, TryLockError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -172,27 +177,46 @@ pub struct EmbeddedStore {
     inner: Arc<Inner>,
 }
 
+/// Lock order, where more than one is held: `db`, then `index`, then `reader`.
 struct Inner {
     dir: PathBuf,
+    /// The connection that writes, and watches other processes' commits.
     db: Mutex<Db>,
+    /// A second connection for reads, so a slow lexical query does not hold
+    /// up writes or the refresh check of vector queries (WAL lets it read
+    /// while the other writes).
+    reader: Mutex<Reader>,
     index: RwLock<VectorIndex>,
+    /// Bumped after every commit of this store and every reload.
+    changes: AtomicU64,
 }
 
 struct Db {
     conn: Connection,
-    /// `PRAGMA data_version` when the index was last loaded.
+    /// `PRAGMA data_version` when the index was last loaded. Only commits of
+    /// *other* connections change it, so it is read on the writing one.
     data_version: i64,
-    /// Rows holding a full-text token, by token; emptied by every change.
+}
+
+struct Reader {
+    conn: Connection,
+    /// Rows holding a full-text token, by token, valid while
+    /// `Inner::changes` equals `changes`.
     document_frequency: HashMap<String, u64>,
+    changes: u64,
 }
 
 /// Most document frequencies kept between writes.
 const DOCUMENT_FREQUENCY_CACHE: usize = 4096;
 
-impl Db {
+impl Reader {
     /// The number of rows whose full text holds `token` (a lower-case ASCII
     /// token), from FTS5's vocabulary table, cached until the next change.
-    fn document_frequency(&mut self, token: &str) -> rusqlite::Result<u64> {
+    fn document_frequency(&mut self, token: &str, changes: u64) -> rusqlite::Result<u64> {
+        if self.changes != changes {
+            self.document_frequency.clear();
+            self.changes = changes;
+        }
         if let Some(&n) = self.document_frequency.get(token) {
             return Ok(n);
         }
@@ -234,17 +258,25 @@ impl EmbeddedStore {
         debug_assert_eq!(mode, "wal");
         conn.execute_batch("PRAGMA synchronous = NORMAL").map_err(err(OPEN_OPERATION))?;
         schema::migrate(&mut conn)?;
+        let reader = Connection::open(dir.join(DATABASE_FILE)).map_err(err(OPEN_OPERATION))?;
+        reader.busy_timeout(BUSY_TIMEOUT).map_err(err(OPEN_OPERATION))?;
         // Per connection, so not part of the schema: term statistics for
         // the lexical search.
-        conn.execute_batch("CREATE VIRTUAL TABLE temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row)")
+        reader
+            .execute_batch(
+                "CREATE VIRTUAL TABLE temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row);
+                 PRAGMA query_only = ON;",
+            )
             .map_err(err(OPEN_OPERATION))?;
         let data_version = data_version(&conn, OPEN_OPERATION)?;
         let index = load_index(&conn, OPEN_OPERATION)?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 dir,
-                db: Mutex::new(Db { conn, data_version, document_frequency: HashMap::new() }),
+                db: Mutex::new(Db { conn, data_version }),
+                reader: Mutex::new(Reader { conn: reader, document_frequency: HashMap::new(), changes: 0 }),
                 index: RwLock::new(index),
+                changes: AtomicU64::new(0),
             }),
         })
     }
@@ -273,8 +305,9 @@ impl EmbeddedStore {
     /// The `k` chunks closest to `embedding` (cosine distance) among those
     /// passing `filter`, closest first, `distance` set. Exact.
     pub fn search(&self, embedding: &[f32], filter: &SearchFilter, k: usize) -> Result<Vec<Candidate>, EmbeddedError> {
-        let hits = self.vector_hits(embedding, filter, k)?;
-        self.fetch(&hits)
+        let view = self.view()?;
+        let hits = view.vector_hits(embedding, filter, k)?;
+        view.fetch(&self.reader(), &hits)
     }
 
     /// The `k` chunks passing `filter` that best match `query` by BM25 over
@@ -287,8 +320,10 @@ impl EmbeddedStore {
         filter: &SearchFilter,
         k: usize,
     ) -> Result<Vec<Candidate>, EmbeddedError> {
-        let hits = self.lexical_hits(query, filter, k)?;
-        self.fetch(&hits)
+        let view = self.view()?;
+        let mut reader = self.reader();
+        let hits = view.lexical_hits(&mut reader, query, filter, k)?;
+        view.fetch(&reader, &hits)
     }
 
     /// Vector and lexical rankings fused by reciprocal-rank fusion (see the
@@ -302,10 +337,12 @@ impl EmbeddedStore {
         k: usize,
     ) -> Result<Vec<Candidate>, EmbeddedError> {
         let depth = k.max(HYBRID_MIN_DEPTH);
-        let vector = self.vector_hits(embedding, filter, depth)?;
-        let lexical = self.lexical_hits(query, filter, depth)?;
+        let view = self.view()?;
+        let vector = view.vector_hits(embedding, filter, depth)?;
+        let mut reader = self.reader();
+        let lexical = view.lexical_hits(&mut reader, query, filter, depth)?;
         let fused = reciprocal_rank_fusion(&[vector, lexical], k);
-        self.fetch(&fused)
+        view.fetch(&reader, &fused)
     }
 
     /// Applies a batch in one transaction (see [`WriteBatch`]).
@@ -424,10 +461,12 @@ impl EmbeddedStore {
                 put.execute([&f.namespace_id, &f.path, &f.file_hash, &f.content]).map_err(err())?;
             }
         }
-        tx.commit().map_err(err())?;
-        db.document_frequency.clear();
-
+        // Commit under the index's write lock: no query of this process is
+        // then between its scan and its fetch (see `View`), and none scans
+        // before the index shows the commit.
         let mut index = self.index_mut();
+        tx.commit().map_err(err())?;
+        self.inner.changes.fetch_add(1, AtomicOrdering::SeqCst);
         if let (0, Some(dim)) = (index.dim(), stored_dim.or(batch_dim)) {
             index.set_dim(dim);
         }
@@ -457,8 +496,9 @@ impl EmbeddedStore {
 
     /// One stored file, or `None`.
     pub fn get_file(&self, namespace_id: &str, path: &str) -> Result<Option<StoredFile>, EmbeddedError> {
-        let db = self.db();
-        db.conn
+        let reader = self.reader();
+        reader
+            .conn
             .query_row(
                 "SELECT file_hash, content FROM files WHERE namespace_id = ?1 AND path = ?2",
                 [namespace_id, path],
@@ -478,8 +518,8 @@ impl EmbeddedStore {
     /// Every stored file of a namespace, by path.
     pub fn list_files(&self, namespace_id: &str) -> Result<Vec<FileEntry>, EmbeddedError> {
         let err = || EmbeddedError::sqlite(READ_OPERATION);
-        let db = self.db();
-        let mut stmt = db
+        let reader = self.reader();
+        let mut stmt = reader
             .conn
             .prepare_cached(
                 "SELECT path, file_hash, length(CAST(content AS BLOB)) FROM files WHERE namespace_id = ?1 ORDER BY path",
@@ -498,8 +538,8 @@ impl EmbeddedStore {
         let err = || EmbeddedError::sqlite(READ_OPERATION);
         let mut ids: Vec<String> = Vec::new();
         loop {
-            let db = self.db();
-            let mut stmt = db
+            let reader = self.reader();
+            let mut stmt = reader
                 .conn
                 .prepare_cached(
                     "SELECT id FROM chunks WHERE namespace_id = ?1 AND id > ?2 ORDER BY namespace_id, id LIMIT ?3",
@@ -565,6 +605,10 @@ impl EmbeddedStore {
         self.inner.db.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    fn reader(&self) -> MutexGuard<'_, Reader> {
+        self.inner.reader.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     fn index(&self) -> RwLockReadGuard<'_, VectorIndex> {
         self.inner.index.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -574,26 +618,64 @@ impl EmbeddedStore {
     }
 
     /// Reloads the in-memory index when another connection has committed.
+    /// Skipped while this process is writing (the writer keeps the index
+    /// current; others' commits are picked up by the next query), so queries
+    /// do not wait for a write transaction.
     fn refresh(&self) -> Result<(), EmbeddedError> {
-        let mut db = self.db();
+        let mut db = match self.inner.db.try_lock() {
+            Ok(db) => db,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(()),
+        };
         let version = data_version(&db.conn, QUERY_OPERATION)?;
         if version != db.data_version {
             let index = load_index(&db.conn, QUERY_OPERATION)?;
             *self.index_mut() = index;
             db.data_version = version;
-            db.document_frequency.clear();
+            self.inner.changes.fetch_add(1, AtomicOrdering::SeqCst);
         }
         Ok(())
     }
 
+    /// A refreshed, consistent view for one query.
+    fn view(&self) -> Result<View<'_>, EmbeddedError> {
+        self.refresh()?;
+        let index = self.index();
+        let changes = self.inner.changes.load(AtomicOrdering::SeqCst);
+        Ok(View { index, changes })
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        f: impl FnOnce(&EmbeddedStore) -> Result<T, EmbeddedError> + Send + 'static,
+    ) -> Result<T, BackendError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .unwrap_or_else(|e| Err(EmbeddedError::Task { operation, detail: e.to_string() }))
+            .map_err(|e| BackendError::new(STORE_NAME, e))
+    }
+}
+
+/// The in-memory index, read-locked for the whole of one query. This
+/// process's writers commit only under the write lock, so every row the
+/// index names is still in the database when the query fetches it. (A
+/// commit of another process can still remove one; that row is skipped.)
+struct View<'a> {
+    index: RwLockReadGuard<'a, VectorIndex>,
+    /// `Inner::changes` when the view was taken.
+    changes: u64,
+}
+
+impl View<'_> {
     fn vector_hits(
         &self,
         embedding: &[f32],
         filter: &SearchFilter,
         k: usize,
     ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
-        self.refresh()?;
-        let index = self.index();
+        let index = &self.index;
         match index.dim() {
             0 => Ok(Vec::new()),
             dim if dim != embedding.len() => {
@@ -612,19 +694,23 @@ impl EmbeddedStore {
     /// a few millionths. Those terms are left out of the first pass; only
     /// when it finds fewer than `k` rows does a second pass with every term
     /// append the rows that match nothing else.
-    fn lexical_hits(&self, query: &str, filter: &SearchFilter, k: usize) -> Result<Vec<(i64, f64)>, EmbeddedError> {
+    fn lexical_hits(
+        &self,
+        reader: &mut Reader,
+        query: &str,
+        filter: &SearchFilter,
+        k: usize,
+    ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
         let terms = fts::query_terms(query);
         if terms.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
-        self.refresh()?;
         let err = || EmbeddedError::sqlite(QUERY_OPERATION);
-        let mut db = self.db();
-        let index = self.index();
+        let index = &self.index;
         let rows = index.len() as u64;
         let mut informative = Vec::with_capacity(terms.len());
         for term in &terms {
-            if !term.single_token || 2 * db.document_frequency(&term.text).map_err(err())? < rows {
+            if !term.single_token || 2 * reader.document_frequency(&term.text, self.changes).map_err(err())? < rows {
                 informative.push(term);
             }
         }
@@ -637,7 +723,7 @@ impl EmbeddedStore {
         if passes[0].is_empty() {
             passes.remove(0);
         }
-        let mut stmt = db
+        let mut stmt = reader
             .conn
             .prepare_cached(
                 "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score, rowid",
@@ -662,12 +748,11 @@ impl EmbeddedStore {
         Ok(hits)
     }
 
-    /// Reads the chunks of `hits`, in order; a row deleted meanwhile is skipped.
-    fn fetch(&self, hits: &[(i64, f64)]) -> Result<Vec<Candidate>, EmbeddedError> {
+    /// Reads the chunks of `hits`, in order.
+    fn fetch(&self, reader: &Reader, hits: &[(i64, f64)]) -> Result<Vec<Candidate>, EmbeddedError> {
         let err = || EmbeddedError::sqlite(QUERY_OPERATION);
-        let db = self.db();
         let mut stmt =
-            db.conn.prepare_cached("SELECT id, document, metadata FROM chunks WHERE pk = ?1").map_err(err())?;
+            reader.conn.prepare_cached("SELECT id, document, metadata FROM chunks WHERE pk = ?1").map_err(err())?;
         let mut out = Vec::with_capacity(hits.len());
         for &(pk, distance) in hits {
             let row = stmt
@@ -683,18 +768,6 @@ impl EmbeddedStore {
             out.push(Candidate { chunk: Chunk { id, document, metadata }, distance: Some(distance) });
         }
         Ok(out)
-    }
-
-    async fn blocking<T: Send + 'static>(
-        &self,
-        operation: &'static str,
-        f: impl FnOnce(&EmbeddedStore) -> Result<T, EmbeddedError> + Send + 'static,
-    ) -> Result<T, BackendError> {
-        let store = self.clone();
-        tokio::task::spawn_blocking(move || f(&store))
-            .await
-            .unwrap_or_else(|e| Err(EmbeddedError::Task { operation, detail: e.to_string() }))
-            .map_err(|e| BackendError::new(STORE_NAME, e))
     }
 }
 

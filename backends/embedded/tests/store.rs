@@ -462,6 +462,43 @@ fn another_connections_writes_are_seen() {
 }
 
 #[test]
+fn searches_run_while_another_thread_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = filled(dir.path(), &fixture());
+    let records = fixture();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let any = SearchFilter::default();
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    assert_eq!(store.search(&records[3].embedding, &any, 5).unwrap().len(), 5);
+                    assert!(!store.lexical_search("fetchWidgets", &any, 5).unwrap().is_empty());
+                    store.hybrid_search("store snapshot", &records[9].embedding, &any, 5).unwrap();
+                }
+            });
+        }
+        for round in 0..20 {
+            let batch: Vec<EmbeddedChunk> = records
+                .iter()
+                .map(|r| {
+                    let mut r = r.clone();
+                    r.chunk.id = format!("{}-{round}", r.chunk.id);
+                    r
+                })
+                .collect();
+            store.upsert_chunks(&batch).unwrap();
+            if round % 2 == 1 {
+                store.delete_chunks(&batch.iter().map(|r| r.chunk.id.clone()).collect::<Vec<_>>()).unwrap();
+            }
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert_eq!(store.len(), 89 * 11);
+    assert!(store.check().unwrap().is_consistent());
+}
+
+#[test]
 fn a_newer_schema_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(EmbeddedStore::open(dir.path()).unwrap());

@@ -23,6 +23,7 @@ mod tokens;
 
 use std::collections::HashMap;
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use async_trait::async_trait;
 use blake2::Blake2b;
@@ -39,6 +40,8 @@ pub const DEFAULT_DIMENSION: usize = 256;
 const TRIGRAM_WEIGHT: f64 = 0.15;
 /// Tokens this long or longer also contribute character trigrams.
 const TRIGRAM_MIN_LEN: usize = 5;
+/// Batches up to this size are embedded without leaving the async task.
+const INLINE_BATCH: usize = 16;
 
 /// The lexical hash embedder (see the crate docs: no semantics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,8 +92,17 @@ impl Embedder for HashEmbedder {
         "hash"
     }
 
+    /// Small batches (queries) are embedded inline; larger ones (about
+    /// 0.1 ms per 700-byte chunk) on tokio's blocking pool, so indexing does
+    /// not stall the runtime.
     async fn embed(&self, inputs: &[String], _ctx: &CallContext) -> Result<Vec<Vec<f32>>, BackendError> {
-        Ok(inputs.iter().map(|text| self.embed_text(text)).collect())
+        if inputs.len() <= INLINE_BATCH {
+            return Ok(inputs.iter().map(|text| self.embed_text(text)).collect());
+        }
+        let (embedder, inputs) = (*self, inputs.to_vec());
+        tokio::task::spawn_blocking(move || inputs.iter().map(|text| embedder.embed_text(text)).collect())
+            .await
+            .map_err(|e| BackendError::new("hash", format!("hash embedding failed: {e}")))
     }
 }
 
@@ -112,25 +124,60 @@ pub fn rerank_score(query: &str, document: &str) -> f64 {
 /// fixes the float accumulation order of [`HashEmbedder::embed_text`].
 fn features(text: &str) -> Vec<(String, f64)> {
     let mut order: Vec<(String, f64)> = Vec::new();
-    let mut slot: HashMap<String, usize> = HashMap::new();
-    let mut add = |key: String, weight: f64| match slot.get(&key) {
+    let mut slot: HashMap<String, usize, BuildHasherDefault<FxHasher>> = HashMap::default();
+    let mut key = String::new();
+    let mut add = |key: &str, weight: f64| match slot.get(key) {
         Some(&i) => order[i].1 += weight,
         None => {
-            slot.insert(key.clone(), order.len());
+            slot.insert(key.to_owned(), order.len());
             // `feats.get(k, 0.0) + w`: start from 0.0 so the sum rounds alike.
-            order.push((key, 0.0 + weight));
+            order.push((key.to_owned(), 0.0 + weight));
         }
     };
     for token in sub_tokens(text) {
-        add(format!("w:{token}"), 1.0);
+        key.clear();
+        key.push_str("w:");
+        key.push_str(&token);
+        add(&key, 1.0);
         if token.len() >= TRIGRAM_MIN_LEN {
             // Tokens are ASCII, so byte windows are character trigrams.
             for i in 0..token.len() - 2 {
-                add(format!("c:{}", &token[i..i + 3]), TRIGRAM_WEIGHT);
+                key.clear();
+                key.push_str("c:");
+                key.push_str(&token[i..i + 3]);
+                add(&key, TRIGRAM_WEIGHT);
             }
         }
     }
     order
+}
+
+/// rustc's Fx hash: the feature keys are short and not attacker-chosen in any
+/// way that matters (a slow document only slows its own embedding), and
+/// SipHash was a third of the embedding time.
+#[derive(Default)]
+struct FxHasher(u64);
+
+impl Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+    fn write_u8(&mut self, b: u8) {
+        self.add(u64::from(b));
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl FxHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
 }
 
 /// Index and sign of one feature: BLAKE2b with an 8-byte digest, read
@@ -178,6 +225,17 @@ mod tests {
         let norm: f32 = v.iter().map(|x| x * x).sum::<f32>().sqrt();
         assert!((norm - 1.0).abs() < 1e-6);
         assert!(HashEmbedder::new(0).is_none());
+    }
+
+    #[tokio::test]
+    async fn inline_and_pooled_batches_agree() {
+        let e = HashEmbedder::default();
+        let texts: Vec<String> = (0..40).map(|i| format!("passage: item{i} loadConfig retryDelay")).collect();
+        let pooled = e.embed(&texts, &CallContext::default()).await.unwrap();
+        let inline = e.embed(&texts[..3], &CallContext::default()).await.unwrap();
+        assert_eq!(pooled.len(), 40);
+        assert_eq!(&pooled[..3], &inline[..]);
+        assert_eq!(pooled[39], e.embed_text(&texts[39]));
     }
 
     #[test]

@@ -37,22 +37,27 @@ pub fn strip_prefix(text: &str) -> &str {
 /// The tiny suffix folding of the reference, so "loaded", "loading" and
 /// "loads" all meet "load".
 pub fn stem(token: &str) -> String {
-    for suffix in SUFFIXES {
-        if token.len() > suffix.len() + 2 && token.ends_with(suffix) {
-            let mut out = token[..token.len() - suffix.len()].to_owned();
-            if suffix == "ies" {
-                out.push('y');
-            }
-            return out;
-        }
-    }
-    token.to_owned()
+    let mut out = token.to_owned();
+    stem_in_place(&mut out);
+    out
 }
 
-fn alias(token: String) -> String {
-    match ALIAS.iter().find(|(from, _)| *from == token) {
-        Some((_, to)) => (*to).to_owned(),
-        None => token,
+fn stem_in_place(token: &mut String) {
+    for suffix in SUFFIXES {
+        if token.len() > suffix.len() + 2 && token.ends_with(suffix) {
+            token.truncate(token.len() - suffix.len());
+            if suffix == "ies" {
+                token.push('y');
+            }
+            return;
+        }
+    }
+}
+
+fn alias_in_place(token: &mut String) {
+    if let Some((_, to)) = ALIAS.iter().find(|(from, _)| *from == token.as_str()) {
+        token.clear();
+        token.push_str(to);
     }
 }
 
@@ -81,11 +86,16 @@ pub fn sub_tokens(text: &str) -> Vec<String> {
             camel_parts(piece, |part| {
                 // ASCII only, so byte length is Python's `len` and
                 // `to_ascii_lowercase` is Python's `str.lower`.
-                let lower = String::from_utf8_lossy(part).to_ascii_lowercase();
-                if lower.len() < 2 || STOP.contains(&lower.as_str()) {
+                if part.len() < 2 {
                     return;
                 }
-                out.push(alias(stem(&lower)));
+                let mut token: String = part.iter().map(|b| char::from(b.to_ascii_lowercase())).collect();
+                if STOP.contains(&token.as_str()) {
+                    return;
+                }
+                stem_in_place(&mut token);
+                alias_in_place(&mut token);
+                out.push(token);
             });
         }
     }
