@@ -104,7 +104,8 @@ fn is_loopback_host(host: &str) -> bool {
     } else {
         host
     };
-    bare.eq_ignore_ascii_case("localhost") || bare.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    // An IPv4-mapped IPv6 address counts as its IPv4 address, as in Go's netip.
+    bare.eq_ignore_ascii_case("localhost") || bare.parse::<IpAddr>().is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// Splits every `Accept` header on commas and checks for JSON and SSE.
@@ -139,7 +140,9 @@ async fn handle_mcp(
 ) -> Response {
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
-    if local.0.is_some_and(|a| a.ip().is_loopback()) {
+    // A dual-stack listener (`--http 8080`) sees IPv4 clients as `::ffff:a.b.c.d`; Go's
+    // `IP.IsLoopback` treats those as the IPv4 address, so must we.
+    if local.0.is_some_and(|a| a.ip().to_canonical().is_loopback()) {
         let host = headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !is_loopback_host(host) {
             return plain(
@@ -318,7 +321,16 @@ mod tests {
 
     #[test]
     fn loopback_hosts() {
-        for h in ["localhost", "LOCALHOST:80", "127.0.0.1", "127.9.9.9:1234", "[::1]:8080", "::1", "[::1]"] {
+        for h in [
+            "localhost",
+            "LOCALHOST:80",
+            "127.0.0.1",
+            "127.9.9.9:1234",
+            "[::1]:8080",
+            "::1",
+            "[::1]",
+            "[::ffff:127.0.0.1]:80",
+        ] {
             assert!(is_loopback_host(h), "{h}");
         }
         for h in ["evil.com", "evil.com:80", "10.0.0.1", "", "[::2]:1", "localhost.evil.com"] {

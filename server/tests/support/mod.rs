@@ -1115,3 +1115,422 @@ impl McpHttp {
         let _ = self.child.kill().await;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Independent expectations: Chroma's raw answer and the contract's selection rules
+// ---------------------------------------------------------------------------------------------
+
+/// `POST .../collections/<id>/query` with optional `where` / `where_document`, exactly as the
+/// contract (§2, pipeline step 3) describes the reference server's request.
+pub async fn chroma_query_filtered(
+    chroma_url: &str,
+    collection_id: &str,
+    embedding: &[f64],
+    n_results: usize,
+    where_: Option<Value>,
+    where_document: Option<Value>,
+) -> Value {
+    let url = format!("{}/{collection_id}/query", collections_url(chroma_url, TENANT, DATABASE));
+    let mut body = json!({
+        "query_embeddings": [embedding],
+        "n_results": n_results,
+        "include": ["documents", "metadatas", "distances"],
+    });
+    if let Some(w) = where_ {
+        body["where"] = w;
+    }
+    if let Some(w) = where_document {
+        body["where_document"] = w;
+    }
+    send_json(reqwest::Client::new().post(url).json(&body), "filtered query").await
+}
+
+/// One candidate of a raw Chroma query result (the first query's row).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawCandidate {
+    pub id: String,
+    pub document: String,
+    pub metadata: Value,
+}
+
+impl RawCandidate {
+    fn meta_str(&self, key: &str) -> &str {
+        self.metadata[key].as_str().unwrap_or("")
+    }
+
+    /// `org/repo@branch`, as the `**Repo:**` line shows it.
+    pub fn repo(&self) -> String {
+        format!("{}/{}@{}", self.meta_str("organization"), self.meta_str("repository"), self.meta_str("branch"))
+    }
+
+    /// `path[#L<start>[-L<end>]]`, as the `**File:**` line shows it (CONTRACT §3).
+    pub fn file(&self) -> String {
+        let start = self.metadata["start_line"].as_i64().unwrap_or(0);
+        let end = self.metadata["end_line"].as_i64().unwrap_or(0);
+        let mut out = self.meta_str("path").to_string();
+        if start > 0 {
+            out.push_str(&format!("#L{start}"));
+            if end > start {
+                out.push_str(&format!("-L{end}"));
+            }
+        }
+        out
+    }
+
+    /// The file a per-file cap counts against: `org/repo@branch:path`.
+    pub fn file_key(&self) -> String {
+        format!("{}:{}", self.repo(), self.meta_str("path"))
+    }
+
+    /// The document without the indexer's prefix ("cleaned body", CONTRACT §2).
+    pub fn body(&self) -> String {
+        contract_clean_body(&self.document)
+    }
+
+    /// What the reranker is sent for this candidate (CONTRACT §2, pipeline step 4).
+    pub fn rerank_document(&self) -> String {
+        format!("Repository: {}\nFile: {}\n\n{}", self.repo(), self.file(), self.body())
+    }
+}
+
+/// CONTRACT §2 "Prefix removal", written out again here so tests do not lean on our crates.
+pub fn contract_clean_body(document: &str) -> String {
+    let trimmed = document.trim();
+    if trimmed.starts_with("Source: ")
+        && let Some(at) = trimmed.find("\n\n")
+    {
+        return trimmed[at + 2..].trim().to_string();
+    }
+    trimmed.to_string()
+}
+
+/// The candidates of a raw Chroma `query` answer, in Chroma's order.
+pub fn raw_candidates(raw: &Value) -> Vec<RawCandidate> {
+    let ids = raw["ids"][0].as_array().unwrap_or_else(|| panic!("no ids in Chroma answer: {raw}"));
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| RawCandidate {
+            id: id.as_str().expect("id is a string").to_string(),
+            document: raw["documents"][0][i].as_str().unwrap_or("").to_string(),
+            metadata: raw["metadatas"][0][i].clone(),
+        })
+        .collect()
+}
+
+/// The outcome of the contract's selection over relevance-ordered candidates.
+#[derive(Debug, Clone)]
+pub struct Expected {
+    pub selected: Vec<RawCandidate>,
+    /// How many empty or repeated bodies were dropped.
+    pub dropped_duplicates: usize,
+    /// How many candidates the per-file cap deferred (whether or not they were used later).
+    pub deferred: usize,
+    /// How many deferred candidates filled remaining slots.
+    pub filled_from_deferred: usize,
+}
+
+impl Expected {
+    /// `(repo, file)` per selected result, as the Markdown shows them.
+    pub fn shown(&self) -> Vec<(String, String)> {
+        self.selected.iter().map(|c| (c.repo(), c.file())).collect()
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        self.selected.iter().map(|c| c.id.clone()).collect()
+    }
+}
+
+/// CONTRACT §2 step 5, written out independently: drop empty and repeated bodies, at most two per
+/// file at first, stop at `limit`, then fill from the deferred ones in order.
+pub fn contract_select(candidates: &[RawCandidate], limit: usize) -> Expected {
+    let mut seen = std::collections::HashSet::new();
+    let mut per_file: HashMap<String, usize> = HashMap::new();
+    let mut selected = Vec::new();
+    let mut deferred = Vec::new();
+    let mut dropped = 0;
+    for c in candidates {
+        if selected.len() == limit {
+            break;
+        }
+        let body = c.body();
+        if body.is_empty() || !seen.insert(body) {
+            dropped += 1;
+            continue;
+        }
+        let n = per_file.entry(c.file_key()).or_insert(0);
+        if *n >= 2 {
+            deferred.push(c.clone());
+            continue;
+        }
+        *n += 1;
+        selected.push(c.clone());
+    }
+    let deferred_count = deferred.len();
+    let room = limit - selected.len();
+    let fill: Vec<RawCandidate> = deferred.into_iter().take(room).collect();
+    let filled = fill.len();
+    selected.extend(fill);
+    Expected { selected, dropped_duplicates: dropped, deferred: deferred_count, filled_from_deferred: filled }
+}
+
+/// `(repo, file)` of every result in a rendered search answer, in order, read from its
+/// `**Repo:**` and `**File:**` lines.
+pub fn shown_results(markdown: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut repo = None;
+    for line in markdown.lines() {
+        if let Some(r) = line.strip_prefix("**Repo:** `").and_then(|r| r.strip_suffix('`')) {
+            repo = Some(r.to_string());
+        } else if let Some(f) = line.strip_prefix("**File:** `").and_then(|f| f.strip_suffix('`')) {
+            out.push((repo.take().expect("a **File:** line follows a **Repo:** line"), f.to_string()));
+        }
+    }
+    out
+}
+
+/// The summary line the contract prescribes for `n` results (n ≥ 1).
+pub fn found_line(n: usize) -> String {
+    let plural = if n == 1 { "" } else { "s" };
+    format!("Found {n} relevant repository excerpt{plural}, ranked by semantic relevance.")
+}
+
+/// The no-match texts of CONTRACT §3.
+pub const NO_MATCH: &str = "No relevant repository content was found. Try a broader or more specific query.";
+pub const NO_MATCH_WITH_SOURCE: &str = "No relevant repository content was found. Try a broader or more specific query, or omit `source` to search all indexed repositories.";
+
+/// The line Go's `fmt.Sprintf("%s version v%s (%s/%s)")` style gives for this build.
+pub fn expected_version_line() -> String {
+    let arch = match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    };
+    format!("repo-retriever version v{} ({}/{arch})", env!("CARGO_PKG_VERSION"), std::env::consts::OS)
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON key order (serde_json's Value forgets it)
+// ---------------------------------------------------------------------------------------------
+
+/// A JSON value whose objects keep their key order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ordered {
+    Object(Vec<(String, Ordered)>),
+    Array(Vec<Ordered>),
+    Scalar(Value),
+}
+
+impl Ordered {
+    pub fn parse(text: &str) -> Ordered {
+        serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+    }
+
+    /// The keys of an object, in order (empty for anything else).
+    pub fn keys(&self) -> Vec<&str> {
+        match self {
+            Ordered::Object(entries) => entries.iter().map(|(k, _)| k.as_str()).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub fn get(&self, key: &str) -> Option<&Ordered> {
+        match self {
+            Ordered::Object(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Ordered {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Ordered;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(Value::Bool(v)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(json!(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(json!(v)))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(json!(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(Value::String(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(Value::String(v)))
+            }
+            fn visit_unit<E>(self) -> Result<Ordered, E> {
+                Ok(Ordered::Scalar(Value::Null))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Ordered, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Ordered::Array(items))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Ordered, A::Error> {
+                let mut entries = Vec::new();
+                while let Some((k, v)) = map.next_entry::<String, Ordered>()? {
+                    entries.push((k, v));
+                }
+                Ok(Ordered::Object(entries))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A recording HTTP proxy (or fake) to stand between the server and a backend
+// ---------------------------------------------------------------------------------------------
+
+/// One request a [`Recorder`] received.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    pub method: String,
+    /// Path and query, as received.
+    pub path: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    /// The first value of a header (case-insensitive name).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{} {}: body is not JSON ({e})", self.method, self.path))
+    }
+}
+
+type Responder = dyn Fn(&Recorded) -> (u16, String) + Send + Sync;
+
+enum RecorderMode {
+    Forward { target: String, client: reqwest::Client },
+    Fake(Box<Responder>),
+}
+
+/// An HTTP server on a free loopback port that records every request, then either forwards it to
+/// a real backend (and relays the answer) or answers it itself. It lives on the runtime of the
+/// test that started it and stops when dropped.
+pub struct Recorder {
+    url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Recorder {
+    /// Records, then forwards to `target` (e.g. the real Chroma) and relays status, content type
+    /// and body.
+    pub async fn forward(target: &str) -> Recorder {
+        Self::start(RecorderMode::Forward {
+            target: target.trim_end_matches('/').to_string(),
+            client: reqwest::Client::new(),
+        })
+        .await
+    }
+
+    /// Records, then answers with whatever `respond` returns (status, JSON body).
+    pub async fn fake(respond: impl Fn(&Recorded) -> (u16, String) + Send + Sync + 'static) -> Recorder {
+        Self::start(RecorderMode::Fake(Box::new(respond))).await
+    }
+
+    async fn start(mode: RecorderMode) -> Recorder {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the recorder");
+        let url = format!("http://{}", listener.local_addr().expect("recorder address"));
+        let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let mode = Arc::new(mode);
+        let log = requests.clone();
+        let handler = move |request: axum::extract::Request| {
+            let mode = mode.clone();
+            let log = log.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = axum::body::to_bytes(body, 64 << 20).await.unwrap_or_default().to_vec();
+                let recorded = Recorded {
+                    method: parts.method.to_string(),
+                    path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+                    headers: parts
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                        .collect(),
+                    body,
+                };
+                log.lock().unwrap().push(recorded.clone());
+                let (status, content_type, body) = match mode.as_ref() {
+                    RecorderMode::Fake(respond) => {
+                        let (status, body) = respond(&recorded);
+                        (status, "application/json".to_string(), body.into_bytes())
+                    }
+                    RecorderMode::Forward { target, client } => {
+                        let method = reqwest::Method::from_bytes(recorded.method.as_bytes()).expect("method");
+                        let mut req = client.request(method, format!("{target}{}", recorded.path));
+                        for (k, v) in &recorded.headers {
+                            if !k.eq_ignore_ascii_case("host") && !k.eq_ignore_ascii_case("content-length") {
+                                req = req.header(k.as_str(), v.as_str());
+                            }
+                        }
+                        match req.body(recorded.body.clone()).send().await {
+                            Ok(resp) => {
+                                let status = resp.status().as_u16();
+                                let ct = resp
+                                    .headers()
+                                    .get("content-type")
+                                    .and_then(|v| v.to_str().ok())
+                                    .unwrap_or("application/json")
+                                    .to_string();
+                                (status, ct, resp.bytes().await.unwrap_or_default().to_vec())
+                            }
+                            Err(e) => (502, "text/plain".to_string(), format!("recorder: {e}").into_bytes()),
+                        }
+                    }
+                };
+                axum::response::Response::builder()
+                    .status(status)
+                    .header("content-type", content_type)
+                    .body(axum::body::Body::from(body))
+                    .expect("response")
+            }
+        };
+        let app = axum::Router::new().fallback(handler);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Recorder { url, requests, task }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Everything received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap().clone()
+    }
+
+    /// Requests whose path starts with `prefix`.
+    pub fn requests_to(&self, prefix: &str) -> Vec<Recorded> {
+        self.requests().into_iter().filter(|r| r.path.starts_with(prefix)).collect()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

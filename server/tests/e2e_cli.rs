@@ -1,0 +1,260 @@
+//! The command line end to end (issue #2): `--version`, start-up failures and their exit codes,
+//! and the precedence flag > environment > YAML, made visible through which Chroma collection a
+//! search reaches.
+
+mod support;
+
+use std::process::Output;
+
+use serde_json::json;
+use support::{Server, is_error, tool_text};
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// A start-up failure: `Error: <message>` on stderr, exit 1, nothing on stdout.
+async fn assert_startup_error(server: Server, message: &str) {
+    let out = server.output().await;
+    assert_eq!(stderr(&out), format!("Error: {message}\n"));
+    assert_eq!(out.status.code(), Some(1), "{message}");
+    assert_eq!(stdout(&out), "", "{message}");
+}
+
+#[tokio::test]
+async fn issue2_version_prints_one_line_and_exits_0() {
+    for flag in ["--version", "-version", "--version=true"] {
+        let out = Server::new().arg(flag).output().await;
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        assert_eq!(stdout(&out), format!("{}\n", support::expected_version_line()), "{flag}");
+        assert_eq!(stderr(&out), "", "{flag}");
+    }
+    // Even when the rest of the configuration is missing or wrong.
+    let out = Server::new().args(["--server-url", "ftp://x", "--version"]).output().await;
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out).lines().count(), 1);
+}
+
+#[tokio::test]
+async fn issue2_help_prints_usage_to_stderr_and_exits_0() {
+    let out = Server::new().arg("-h").output().await;
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert!(err.starts_with("Usage of "), "{err}");
+    for flag in
+        ["-server-url", "-collection-name", "-embedding-api-url", "-rerank-max-request-bytes", "-http", "-version"]
+    {
+        assert!(err.contains(&format!("  {flag}")), "usage lacks {flag}:\n{err}");
+    }
+}
+
+#[tokio::test]
+async fn issue2_missing_required_configuration_is_an_error_on_stderr() {
+    assert_startup_error(Server::new(), "server-url is required").await;
+    assert_startup_error(Server::new().args(["--server-url", "http://127.0.0.1:1"]), "collection-name is required")
+        .await;
+    assert_startup_error(
+        Server::new().args(["--server-url", "http://127.0.0.1:1", "--collection-name", "abc"]),
+        "embedding-api-url is required",
+    )
+    .await;
+    assert_startup_error(
+        Server::new()
+            .args(["--server-url", "http://127.0.0.1:1", "--collection-name", "abc"])
+            .args(["--embedding-api-url", "http://127.0.0.1:1"]),
+        "embedding-model is required",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn issue2_invalid_configuration_messages_through_the_binary() {
+    let base = || Server::with_backends("http://127.0.0.1:1", "abc", "http://127.0.0.1:1");
+    assert_startup_error(
+        Server::with_backends("http://127.0.0.1:1/path", "abc", "http://127.0.0.1:1"),
+        "server-url must be a full HTTP(S) origin without credentials, path, query, or fragment",
+    )
+    .await;
+    assert_startup_error(
+        Server::with_backends("http://127.0.0.1:1", "a", "http://127.0.0.1:1"),
+        "collection-name must be 3-512 characters and use letters, numbers, '.', '_' or '-'",
+    )
+    .await;
+    assert_startup_error(
+        base().args(["--rerank-api-url", "http://127.0.0.1:1"]),
+        "rerank-api-url and rerank-model must be configured together",
+    )
+    .await;
+    assert_startup_error(
+        base()
+            .args(["--rerank-api-url", "http://127.0.0.1:1", "--rerank-model", "m"])
+            .args(["--rerank-candidate-multiplier", "1"]),
+        "rerank-candidate-multiplier must be at least 2 when reranking is enabled",
+    )
+    .await;
+    assert_startup_error(base().args(["--retry-attempts", "0"]), "retry-attempts must be positive").await;
+    assert_startup_error(
+        base().env("CHROMA_REPO_SEARCH_RETRY_ATTEMPTS", "three"),
+        "CHROMA_REPO_SEARCH_RETRY_ATTEMPTS must be an integer",
+    )
+    .await;
+    assert_startup_error(
+        base().env("MCP_CHROMADB_REPO_SEARCH_DEBUG", "yes"),
+        "MCP_CHROMADB_REPO_SEARCH_DEBUG must be true or false",
+    )
+    .await;
+    assert_startup_error(
+        base().env("MCP_CHROMADB_REPO_SEARCH_REQUEST_TIMEOUT", "90"),
+        "MCP_CHROMADB_REPO_SEARCH_REQUEST_TIMEOUT must be a duration",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn issue2_unknown_flag_exits_2_with_usage() {
+    let out = Server::fixture().arg("--bogus").output().await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert!(err.starts_with("flag provided but not defined: -bogus\nUsage of "), "{err}");
+}
+
+fn write_yaml(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
+    let path = dir.path().join(name);
+    std::fs::write(&path, text).expect("write YAML");
+    path.display().to_string()
+}
+
+#[tokio::test]
+async fn issue2_yaml_version_must_be_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = support::fixture();
+    let body = format!(
+        "chroma:\n  server_url: {}\n  collection_name: {}\nembedding:\n  api_url: {}\n  model: {}\n",
+        f.chroma_url,
+        f.collection,
+        f.embed_url,
+        support::EMBED_MODEL
+    );
+    let v2 = write_yaml(&dir, "v2.yaml", &format!("version: 2\n{body}"));
+    assert_startup_error(Server::new().args(["--config", &v2]), "config version must be 1").await;
+    assert_startup_error(Server::new().env("CHROMA_REPO_SEARCH_CONFIG_FILE", &v2), "config version must be 1").await;
+    // And a version 1 file alone is a complete configuration.
+    let v1 = write_yaml(&dir, "v1.yaml", &format!("version: 1\n{body}"));
+    let mut s = Server::new().args(["--config", &v1]).stdio().await;
+    s.initialize().await;
+    let result = s.call_tool("search", json!({"query": "kiosk", "path": "docs/café.md"})).await;
+    assert!(!is_error(&result), "{result}");
+    assert!(s.close().await.success());
+    // A bearer token does not belong in YAML: an unknown key is refused.
+    let token = write_yaml(&dir, "token.yaml", &format!("version: 1\n{body}  bearer_token: t0ken\n"));
+    let out = Server::new().args(["--config", &token]).output().await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(stdout(&out), "");
+    let err = stderr(&out);
+    assert!(err.starts_with("Error: ") && err.contains("bearer_token") && err.ends_with('\n'), "{err}");
+}
+
+/// The error text of a search names the collection the server was configured with.
+async fn collection_reached(server: Server) -> String {
+    let mut s = server.stdio().await;
+    s.initialize().await;
+    let result = s.call_tool("search", json!({"query": "configuration", "limit": 1})).await;
+    assert!(s.close().await.success());
+    let text = tool_text(&result);
+    if !is_error(&result) {
+        return support::FIXTURE_COLLECTION.to_string();
+    }
+    let name = text
+        .strip_prefix(r#"repository content search failed: Chroma collection lookup failed with HTTP 404: {"error":"NotFoundError","message":"Collection ["#)
+        .and_then(|rest| rest.strip_suffix(r#"] does not exist"}"#))
+        .unwrap_or_else(|| panic!("unexpected answer: {text}"));
+    name.to_string()
+}
+
+#[tokio::test]
+async fn issue2_precedence_flag_beats_env_beats_yaml() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = support::fixture();
+    let yaml = |collection: &str| {
+        format!(
+            "version: 1\nchroma:\n  server_url: {}\n  collection_name: {collection}\nembedding:\n  api_url: {}\n  model: {}\n",
+            f.chroma_url,
+            f.embed_url,
+            support::EMBED_MODEL
+        )
+    };
+    let from_flag_file = write_yaml(&dir, "flag.yaml", &yaml("yaml-flag-file"));
+    let from_env_file = write_yaml(&dir, "env.yaml", &yaml("yaml-env-file"));
+
+    // YAML named by the environment.
+    let server = Server::new().env("CHROMA_REPO_SEARCH_CONFIG_FILE", &from_env_file);
+    assert_eq!(collection_reached(server.clone()).await, "yaml-env-file");
+    // `--config` beats the variable naming another file.
+    let server = server.args(["--config", &from_flag_file]);
+    assert_eq!(collection_reached(server.clone()).await, "yaml-flag-file");
+    // The environment beats YAML.
+    let server = server.env("CHROMA_REPO_SEARCH_COLLECTION_NAME", "from-env");
+    assert_eq!(collection_reached(server.clone()).await, "from-env");
+    // A flag beats the environment: here, the real collection.
+    let server = server.args(["--collection-name", support::FIXTURE_COLLECTION]);
+    assert_eq!(collection_reached(server).await, support::FIXTURE_COLLECTION);
+
+    // The same for the server URL: a wrong URL in YAML and the environment, the right one by flag.
+    let bad_url = write_yaml(
+        &dir,
+        "bad-url.yaml",
+        &format!(
+            "version: 1\nchroma:\n  server_url: http://127.0.0.1:1\n  collection_name: {}\nembedding:\n  api_url: {}\n  model: {}\n",
+            support::FIXTURE_COLLECTION,
+            f.embed_url,
+            support::EMBED_MODEL
+        ),
+    );
+    let server = Server::new()
+        .args(["--config", &bad_url, "--retry-attempts", "1"])
+        .env("CHROMA_REPO_SEARCH_SERVER_URL", "http://127.0.0.1:2");
+    let mut s = server.clone().stdio().await;
+    s.initialize().await;
+    let result = s.call_tool("search", json!({"query": "configuration"})).await;
+    assert!(
+        tool_text(&result).starts_with(
+            "repository content search failed: Chroma collection lookup failed: Get \"http://127.0.0.1:2/api/v2/"
+        ),
+        "{result}"
+    );
+    assert!(s.close().await.success());
+    assert_eq!(collection_reached(server.args(["--server-url", &f.chroma_url])).await, support::FIXTURE_COLLECTION);
+}
+
+#[tokio::test]
+async fn issue2_eof_on_stdin_exits_0_with_nothing_on_stdout() {
+    let out = Server::fixture().output().await;
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), "");
+    assert_eq!(stderr(&out), "");
+    // Requests and then EOF: only the answers on stdout, one per line.
+    let input = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": support::initialize_params()}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", "arguments": {"query": ""}}}),
+    ]
+    .iter()
+    .map(|m| format!("{m}\n"))
+    .collect::<String>();
+    let out = Server::fixture().output_with_stdin(&input).await;
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<String> = stdout(&out).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert_eq!(
+        lines[1],
+        r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"query must be non-empty"}],"isError":true}}"#
+    );
+    assert!(stdout(&out).ends_with('\n'));
+    assert_eq!(stderr(&out), "");
+}
