@@ -3,10 +3,13 @@
 //! Generates 10k and 100k chunks (random unit 256-d vectors, realistic
 //! metadata and `Source:` lines, ~10 chunks per file over 3 organizations,
 //! 12 repositories and 2 branches), writes them in batches of 1000, reopens
-//! the store, and prints a Markdown table of search latency (p50/p99 over 200
-//! queries, k = 15, the engine's candidate count for 5 results), write
-//! throughput, reopen time and resident memory.
+//! the store in a fresh process (so resident memory is the store's), and
+//! prints a Markdown table of search latency (p50/p99 wall time and mean CPU
+//! time over 200 queries, k = 15, the engine's candidate count for 5
+//! results), write throughput, reopen time and resident memory.
 
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rr_core::{Chunk, EmbeddedChunk, Metadata, PathGlob, SearchFilter};
@@ -147,17 +150,30 @@ fn rss_mib() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// CPU time of the whole process so far (user + system), in milliseconds.
+fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the line, in clock ticks (100 per second here).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    (ticks(11) + ticks(12)) * 10.0
+}
+
 fn percentiles(mut times: Vec<Duration>) -> (f64, f64) {
     times.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     (ms(times[times.len() / 2]), ms(times[(times.len() * 99).div_ceil(100) - 1]))
 }
 
-fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64) {
+/// p50 and p99 wall time, and mean CPU time, of one query, in ms.
+fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
     for i in 0..10 {
         f(i);
     }
-    percentiles(
+    let cpu = cpu_ms();
+    let (p50, p99) = percentiles(
         (0..QUERIES)
             .map(|i| {
                 let t = Instant::now();
@@ -167,17 +183,27 @@ fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64) {
                 elapsed
             })
             .collect(),
-    )
+    );
+    (p50, p99, (cpu_ms() - cpu) / QUERIES as f64)
 }
 
+/// Set in the child process that opens and queries a written store, so its
+/// resident memory is the store's and not the generator's.
+const CHILD_ENV: &str = "RR_BENCH_STORE_DIR";
+
 fn main() {
+    if let Ok(dir) = std::env::var(CHILD_ENV) {
+        let n: usize = std::env::var("RR_BENCH_N").unwrap().parse().unwrap();
+        query_phase(Path::new(&dir), n);
+        return;
+    }
     // `cargo bench` passes `--bench`; a name filter is not supported.
     let sizes: Vec<usize> = std::env::var("RR_BENCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
         .unwrap_or_else(|| vec![10_000, 100_000]);
-    println!("| chunks | case | p50 ms | p99 ms |");
-    println!("|---:|---|---:|---:|");
+    println!("| chunks | case | p50 ms | p99 ms | CPU ms/query |");
+    println!("|---:|---|---:|---:|---:|");
     let mut notes = Vec::new();
     let zipf = Zipf::new();
     let words: Vec<String> = (0..VOCABULARY).map(word).collect();
@@ -193,55 +219,83 @@ fn main() {
         let write = t.elapsed();
         drop(store);
         drop(records);
-        let rss_before_open = rss_mib();
-        let t = Instant::now();
-        let store = EmbeddedStore::open(dir.path()).unwrap();
-        let open = t.elapsed();
-        assert_eq!(store.len(), n);
-        let queries: Vec<Vec<f32>> = (0..QUERIES).map(|_| rng.unit_vector()).collect();
-        let q = |i: usize| &queries[i % QUERIES];
-        let none = SearchFilter::default();
-        let source = SearchFilter {
-            organization: "acme".into(),
-            repository: "repo3".into(),
-            branch: "main".into(),
-            ..Default::default()
-        };
-        let glob = SearchFilter { path: PathGlob::new("**/*.go"), ..Default::default() };
-        let both = SearchFilter { path: PathGlob::new("internal/**"), ..source.clone() };
-        let cases: [(&str, &SearchFilter); 4] = [
-            ("vector, no filter", &none),
-            ("vector, source filter", &source),
-            ("vector, path glob **/*.go", &glob),
-            ("vector, source + glob internal/**", &both),
-        ];
-        for (name, f) in cases {
-            let (p50, p99) = time_queries(|i| store.search(q(i), f, K).unwrap().len());
-            println!("| {n} | {name} | {p50:.2} | {p99:.2} |");
-        }
-        // Three words drawn like the text's, so most queries hold a word found
-        // in most chunks and a rarer identifier or two.
-        let texts: Vec<String> = (0..QUERIES)
-            .map(|_| (0..3).map(|_| words[zipf.sample(&mut rng)].as_str()).collect::<Vec<_>>().join(" "))
-            .collect();
-        let (p50, p99) = time_queries(|i| store.lexical_search(&texts[i], &none, K).unwrap().len());
-        println!("| {n} | lexical (BM25), no filter | {p50:.2} | {p99:.2} |");
-        let (p50, p99) = time_queries(|i| store.hybrid_search(&texts[i], q(i), &source, K).unwrap().len());
-        println!("| {n} | hybrid (RRF), source filter | {p50:.2} | {p99:.2} |");
+        let output = Command::new(std::env::current_exe().unwrap())
+            .env(CHILD_ENV, dir.path())
+            .env("RR_BENCH_N", n.to_string())
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "query phase failed");
+        let text = String::from_utf8(output.stdout).unwrap();
+        let (rows, note) = text.rsplit_once("NOTE ").unwrap();
+        print!("{rows}");
         let db_mib = std::fs::metadata(dir.path().join(rr_embedded::DATABASE_FILE)).map_or(0, |m| m.len()) as f64
             / (1u64 << 20) as f64;
         notes.push(format!(
-            "{n} chunks: write {:.0} chunks/s ({:.1} s in batches of {MAX_BATCH_SIZE}); reopen {:.0} ms; \
-             VmRSS {:.0} MiB after reopen and the queries ({:.0} MiB just before reopening); database {db_mib:.0} MiB",
+            "{n} chunks: write {:.0} chunks/s ({:.1} s in batches of {MAX_BATCH_SIZE}); {}; database {db_mib:.0} MiB",
             n as f64 / write.as_secs_f64(),
             write.as_secs_f64(),
-            open.as_secs_f64() * 1e3,
-            rss_mib(),
-            rss_before_open,
+            note.trim(),
         ));
     }
     println!();
     for note in notes {
         println!("- {note}");
     }
+    // Other work on the machine skews every number above; say how much.
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "- load average at the end (1, 5, 15 min): {}",
+        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    );
+}
+
+/// Opens the store in a fresh process, runs the queries, prints table rows
+/// and a final `NOTE` line with the reopen time and resident memory.
+fn query_phase(dir: &Path, n: usize) {
+    let zipf = Zipf::new();
+    let words: Vec<String> = (0..VOCABULARY).map(word).collect();
+    let mut rng = Rng(0x0bad_5eed + n as u64);
+    let rss_before_open = rss_mib();
+    let t = Instant::now();
+    let store = EmbeddedStore::open(dir).unwrap();
+    let open = t.elapsed();
+    let rss_after_open = rss_mib();
+    assert_eq!(store.len(), n);
+    let queries: Vec<Vec<f32>> = (0..QUERIES).map(|_| rng.unit_vector()).collect();
+    let q = |i: usize| &queries[i % QUERIES];
+    let none = SearchFilter::default();
+    let source = SearchFilter {
+        organization: "acme".into(),
+        repository: "repo3".into(),
+        branch: "main".into(),
+        ..Default::default()
+    };
+    let glob = SearchFilter { path: PathGlob::new("**/*.go"), ..Default::default() };
+    let both = SearchFilter { path: PathGlob::new("internal/**"), ..source.clone() };
+    let cases: [(&str, &SearchFilter); 4] = [
+        ("vector, no filter", &none),
+        ("vector, source filter", &source),
+        ("vector, path glob **/*.go", &glob),
+        ("vector, source + glob internal/**", &both),
+    ];
+    for (name, f) in cases {
+        let (p50, p99, cpu) = time_queries(|i| store.search(q(i), f, K).unwrap().len());
+        println!("| {n} | {name} | {p50:.2} | {p99:.2} | {cpu:.2} |");
+    }
+    // Three words drawn like the text's, so most queries hold a word found
+    // in most chunks and a rarer identifier or two.
+    let texts: Vec<String> = (0..QUERIES)
+        .map(|_| (0..3).map(|_| words[zipf.sample(&mut rng)].as_str()).collect::<Vec<_>>().join(" "))
+        .collect();
+    let (p50, p99, cpu) = time_queries(|i| store.lexical_search(&texts[i], &none, K).unwrap().len());
+    println!("| {n} | lexical (BM25), no filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
+    let (p50, p99, cpu) = time_queries(|i| store.hybrid_search(&texts[i], q(i), &source, K).unwrap().len());
+    println!("| {n} | hybrid (RRF), source filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
+    println!(
+        "NOTE reopen {:.0} ms; VmRSS of a fresh process: {rss_before_open:.0} MiB before opening, \
+         {rss_after_open:.0} MiB after, {:.0} MiB after the queries",
+        open.as_secs_f64() * 1e3,
+        rss_mib(),
+    );
 }
