@@ -14,7 +14,8 @@
 //!    `cl100k_base` tokens including their context prefix, and build records.
 //!
 //! [`build`] runs all three over a folder; [`build_records`] returns only the
-//! records. Nothing here writes to a store.
+//! records. Nothing there writes to a store; [`sync()`] then makes a store's
+//! namespace hold exactly a build's records, safely (see [the module](mod@sync)).
 //!
 //! Known differences from the reference, outside the fixture corpus: text that
 //! is not UTF-8 is read as Windows-1252 (the reference guesses the encoding
@@ -31,6 +32,7 @@ mod error;
 mod identity;
 mod pytext;
 mod records;
+pub mod sync;
 mod tokens;
 mod wildmatch;
 
@@ -45,6 +47,7 @@ pub use discovery::{
 pub use error::IndexError;
 pub use identity::{Identity, document_id, namespace_id, record_id, sha256_hex};
 pub use records::{SCHEMA_VERSION, chunk_file, context_prefix};
+pub use sync::{SyncError, SyncOptions, SyncSummary, sync, sync_build};
 pub use tokens::TokenCounter;
 pub use wildmatch::PathSpec;
 

@@ -25,8 +25,18 @@
 //!
 //! A query that fails right after a fresh lookup is returned as it is: the
 //! reference would not have looked up twice either.
+//!
+//! # Writing
+//!
+//! [`ChromaStore`] is also the indexer's [`rr_core::IndexStore`] (module
+//! `index`): it creates the collection as the reference indexer does, lists a
+//! namespace's ids page by page, and upserts and deletes by id. See
+//! [`ChromaStore::namespace_ids`](rr_core::IndexStore::namespace_ids) for the
+//! order in which it learns the server's batch limit.
 
-use std::sync::{Mutex, PoisonError};
+mod index;
+
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 use async_trait::async_trait;
 use rr_core::render::path_escape;
@@ -40,6 +50,13 @@ use serde_json::{Value, json};
 pub const LOOKUP_OPERATION: &str = "Chroma collection lookup";
 /// The operation name of the query in errors and logs.
 pub const QUERY_OPERATION: &str = "Chroma query";
+/// The `name()` of the store, as a [`VectorStore`] and as an index store.
+pub const STORE_NAME: &str = "chroma";
+
+pub use index::{
+    CREATE_OPERATION, DEFAULT_MAX_BATCH_SIZE, DEFAULT_PAGE_SIZE, DELETE_OPERATION, MAX_BATCH_SIZE_OPERATION,
+    NAMESPACE_OPERATION, UPSERT_OPERATION,
+};
 
 /// Where the collection lives and how to authenticate.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -74,15 +91,25 @@ pub enum ChromaError {
     /// The lookup succeeded but named no collection.
     #[error("Chroma collection lookup returned no collection ID")]
     NoCollectionId,
+    /// Creating (or getting) the collection succeeded but named no collection.
+    #[error("Chroma collection creation returned no collection ID")]
+    NoCreatedCollectionId,
 }
 
 /// A Chroma collection searched through the v2 API.
 pub struct ChromaStore {
     http: HttpClient,
+    /// `<server>/api/v2`.
+    api_url: String,
     collection_url: String,
     collections_url: String,
+    collection_name: String,
     authorization: Option<String>,
     collection_id: Mutex<Option<String>>,
+    /// The server's `max_batch_size`, once asked (see the `index` module).
+    max_batch_size: OnceLock<usize>,
+    /// Ids per page when listing a namespace.
+    page_size: usize,
 }
 
 impl std::fmt::Debug for ChromaStore {
@@ -180,10 +207,14 @@ impl ChromaStore {
         );
         ChromaStore {
             http: http.with_secret(&token),
+            api_url: format!("{server}/api/v2"),
             collection_url: format!("{collections_url}/{}", path_escape(&config.collection_name)),
+            collection_name: config.collection_name,
             collections_url,
             authorization: bearer(&token),
             collection_id: Mutex::new(None),
+            max_batch_size: OnceLock::new(),
+            page_size: DEFAULT_PAGE_SIZE,
         }
     }
 
@@ -275,11 +306,11 @@ impl ChromaStore {
 #[async_trait]
 impl VectorStore for ChromaStore {
     fn name(&self) -> &str {
-        "chroma"
+        STORE_NAME
     }
 
     async fn query(&self, query: &VectorQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError> {
-        self.search(query, ctx).await.map_err(|e| BackendError::new(self.name(), e))
+        self.search(query, ctx).await.map_err(|e| BackendError::new(STORE_NAME, e))
     }
 }
 

@@ -1,6 +1,13 @@
 //! ChromaStore against a scripted fake Chroma: the exact request bytes, the
-//! headers, and the collection-id cache under failures. The behaviour
-//! against a real Chroma is tested with the server.
+//! headers, and the collection-id cache under failures. Searching a real
+//! Chroma is tested with the server.
+//!
+//! The write side (`IndexStore`) has two modules of this one test binary:
+//! `writes` against the fake Chroma, `real_chroma` against a real Chroma
+//! 1.5.9 started by the test.
+
+mod real_chroma;
+mod writes;
 
 use std::sync::{Arc, Mutex};
 
