@@ -106,6 +106,13 @@ fn exponent_form(rust: String) -> String {
 /// leaves the target at its default, and invalid UTF-8 inside strings becomes
 /// U+FFFD instead of an error.
 pub fn decode<T: DeserializeOwned + Default>(data: &[u8]) -> Result<T, String> {
+    // Well-formed UTF-8 JSON that serde accepts is also valid for Go, so the
+    // Go scanner (a second pass over every byte) only runs to word a failure.
+    if let Ok(text) = std::str::from_utf8(data)
+        && let Ok(parsed) = serde_json::from_str::<Option<T>>(text)
+    {
+        return Ok(parsed.unwrap_or_default());
+    }
     check_syntax(data)?;
     let parsed = match std::str::from_utf8(data) {
         Ok(text) => serde_json::from_str::<Option<T>>(text),
