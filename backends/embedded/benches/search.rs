@@ -197,11 +197,18 @@ fn main() {
         query_phase(Path::new(&dir), n);
         return;
     }
-    // `cargo bench` passes `--bench`; a name filter is not supported.
+    // `cargo bench` passes `--bench`. `cargo test --all-targets` runs this
+    // binary without it (and in debug mode): then one small size only checks
+    // that every case runs, so the test suite stays quick.
+    let timed = std::env::args().any(|arg| arg == "--bench");
+    if std::env::args().any(|arg| arg == "--list") {
+        return;
+    }
+    let default_sizes = if timed { vec![10_000, 100_000] } else { vec![500] };
     let sizes: Vec<usize> = std::env::var("RR_BENCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![10_000, 100_000]);
+        .unwrap_or(default_sizes);
     println!("| chunks | case | p50 ms | p99 ms | CPU ms/query |");
     println!("|---:|---|---:|---:|---:|");
     let mut notes = Vec::new();
