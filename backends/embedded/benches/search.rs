@@ -198,13 +198,14 @@ fn main() {
         return;
     }
     // `cargo bench` passes `--bench`. `cargo test --all-targets` runs this
-    // binary without it (and in debug mode): then one small size only checks
+    // binary without it (and in debug mode): then one small size (large enough
+    // for every filter case to match) only checks
     // that every case runs, so the test suite stays quick.
     let timed = std::env::args().any(|arg| arg == "--bench");
     if std::env::args().any(|arg| arg == "--list") {
         return;
     }
-    let default_sizes = if timed { vec![10_000, 100_000] } else { vec![500] };
+    let default_sizes = if timed { vec![10_000, 100_000] } else { vec![5_000] };
     let sizes: Vec<usize> = std::env::var("RR_BENCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
