@@ -6,9 +6,11 @@
 //! byte-level wire encoding they share.
 
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod goflag;
 pub mod http;
+pub mod local;
 pub mod protocol;
 pub mod stdio;
 pub mod tool;

@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use repo_retriever::config::{self, Invocation};
 use repo_retriever::protocol::McpService;
-use repo_retriever::{app, http, stdio};
+use repo_retriever::{app, cli, http, stdio};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| cli::SUBCOMMANDS.contains(&a.as_str())) {
+        return run_subcommand();
+    }
     let env = |name: &str| std::env::var(name).ok();
     let config = match config::load(&args, &env) {
         Ok(Invocation::Serve(config)) => config,
@@ -33,13 +36,7 @@ fn main() -> ExitCode {
             .init();
         tracing::debug!("Debug mode enabled.");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("Fatal: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+    let Some(runtime) = runtime() else { return ExitCode::FAILURE };
     match runtime.block_on(run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -57,4 +54,29 @@ async fn run(config: config::Config) -> Result<(), String> {
     }
     let listener = http::bind(&config.http_addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
     http::serve(listener, service).await.map_err(|e| format!("Streamable HTTP server error: {e}"))
+}
+
+fn runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            eprintln!("Fatal: {e}");
+            None
+        }
+    }
+}
+
+/// `index`, `search` and `serve` on the embedded store.
+fn run_subcommand() -> ExitCode {
+    use clap::Parser as _;
+    let parsed = cli::Cli::parse();
+    let Some(runtime) = runtime() else { return ExitCode::FAILURE };
+    match runtime.block_on(cli::run(parsed)) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(message) => {
+            eprintln!("Error: {message}");
+            ExitCode::FAILURE
+        }
+    }
 }

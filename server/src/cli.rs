@@ -1,0 +1,214 @@
+//! Subcommands beyond the drop-in server: `index`, `search` and `serve` on
+//! the embedded store. Invoked without a subcommand the binary behaves as
+//! `mcp-chromadb-repo-search`, Go flag syntax included.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Words that select a subcommand when they come first.
+pub const SUBCOMMANDS: [&str; 3] = ["index", "search", "serve"];
+
+#[derive(Debug, Parser)]
+#[command(name = "repo-retriever", version, about = "Repository search for AI agents over MCP")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Index a folder into the embedded store (records identical to chromadb-repo-indexer's).
+    Index(IndexArgs),
+    /// Search the embedded store and print the same Markdown as the MCP tool.
+    Search(SearchCmd),
+    /// Serve the MCP `search` tool over the embedded store (stdio, or HTTP with --http).
+    Serve(ServeCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct StoreArg {
+    /// Store folder [default: $REPO_RETRIEVER_STORE or ./.repo-retriever]
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// The folder to index.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Organization of the indexed repository [default: local].
+    #[arg(long)]
+    pub organization: Option<String>,
+    /// Repository name [default: the folder's name].
+    #[arg(long)]
+    pub repository: Option<String>,
+    /// Branch [default: main].
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// Commit the files come from; used for source links.
+    #[arg(long, default_value = "")]
+    pub commit_sha: String,
+    /// Git wildmatch patterns of paths to include (repeatable) [default: **].
+    #[arg(long = "include-paths", value_name = "PATTERN")]
+    pub include_paths: Vec<String>,
+    /// Git wildmatch patterns of paths to exclude (repeatable).
+    #[arg(long = "exclude-paths", value_name = "PATTERN")]
+    pub exclude_paths: Vec<String>,
+    /// File extensions to include, e.g. .go (repeatable).
+    #[arg(long = "include-extensions", value_name = "EXT")]
+    pub include_extensions: Vec<String>,
+    /// File extensions to exclude (repeatable).
+    #[arg(long = "exclude-extensions", value_name = "EXT")]
+    pub exclude_extensions: Vec<String>,
+    /// Chunk budget in cl100k_base tokens, context prefix included.
+    #[arg(long, default_value_t = 512)]
+    pub chunk_size: usize,
+    /// Token overlap when an oversized unit is split.
+    #[arg(long, default_value_t = 64)]
+    pub chunk_overlap: usize,
+    /// Records per write batch.
+    #[arg(long, default_value_t = 100)]
+    pub batch_size: usize,
+    /// Compute the summary without writing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write the list of record ids to this file.
+    #[arg(long)]
+    pub output_manifest: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct SearchCmd {
+    /// What to look for.
+    pub query: String,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// owner/repository or owner/repository@branch.
+    #[arg(long, default_value = "")]
+    pub source: String,
+    /// Path pattern: * crosses folders, **/ matches zero or more folders, ? one character.
+    #[arg(long, default_value = "")]
+    pub path: String,
+    /// Maximum excerpts, 1 to 20 [default: 5].
+    #[arg(long, default_value_t = 0)]
+    pub limit: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeCmd {
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Serve Streamable HTTP on this address or port instead of stdio.
+    #[arg(long)]
+    pub http: Option<String>,
+}
+
+impl StoreArg {
+    fn dir(&self) -> PathBuf {
+        self.store.clone().unwrap_or_else(crate::local::default_store_dir)
+    }
+}
+
+fn identity(args: &IndexArgs) -> rr_indexer::Identity {
+    let folder = std::fs::canonicalize(&args.dir)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "repository".into());
+    rr_indexer::Identity {
+        organization: args.organization.clone().unwrap_or_else(|| "local".into()),
+        repository: args.repository.clone().unwrap_or(folder),
+        branch: args.branch.clone().unwrap_or_else(|| "main".into()),
+        commit_sha: args.commit_sha.clone(),
+    }
+}
+
+/// Runs a subcommand. `Ok(false)` means it finished but reports failure
+/// (a search that answered with a tool error).
+pub async fn run(cli: Cli) -> Result<bool, String> {
+    match cli.command {
+        Command::Index(args) => {
+            let mut options = rr_indexer::IndexOptions::default();
+            if !args.include_paths.is_empty() {
+                options.selection.include_paths = args.include_paths.clone();
+            }
+            options.selection.exclude_paths = args.exclude_paths.clone();
+            options.selection.include_extensions = args.include_extensions.clone();
+            options.selection.exclude_extensions = args.exclude_extensions.clone();
+            options.chunking.chunk_size = args.chunk_size;
+            options.chunking.chunk_overlap = args.chunk_overlap;
+            let mut request = crate::local::IndexRequest {
+                root: args.dir.clone(),
+                store: args.store.dir(),
+                identity: identity(&args),
+                options,
+                batch_size: args.batch_size,
+                dry_run: args.dry_run,
+                output_manifest: args.output_manifest.clone(),
+                progress: None,
+            };
+            let bar = progress_bar(&format!("indexing {}", args.dir.display()));
+            if let Some(bar) = &bar {
+                let bar = bar.clone();
+                request.progress = Some(std::sync::Arc::new(move |p: rr_indexer::sync::SyncProgress| {
+                    bar.set_length(p.total as u64);
+                    bar.set_position(p.done as u64);
+                    bar.set_message(format!("{:?}", p.phase).to_lowercase());
+                }));
+            }
+            let summary = crate::local::index(request).await;
+            if let Some(bar) = bar {
+                bar.finish_and_clear();
+            }
+            println!("{}", summary.map_err(|e| e.to_string())?.to_json());
+            Ok(true)
+        }
+        Command::Search(args) => {
+            let search =
+                rr_core::SearchArgs { query: args.query, source: args.source, path: args.path, limit: args.limit };
+            let (text, is_error) = crate::local::search(&args.store.dir(), search).await.map_err(|e| e.to_string())?;
+            if is_error {
+                eprintln!("{text}");
+            } else {
+                println!("{text}");
+            }
+            Ok(!is_error)
+        }
+        Command::Serve(args) => {
+            let engine = crate::local::engine(&args.store.dir()).map_err(|e| e.to_string())?;
+            let service = std::sync::Arc::new(crate::protocol::McpService::new(
+                engine,
+                crate::app::NAME,
+                crate::app::version_line(),
+            ));
+            match args.http {
+                None => crate::stdio::serve(service).await.map_err(|e| format!("stdio MCP server terminated: {e}"))?,
+                Some(addr) => {
+                    let listener =
+                        crate::http::bind(&addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
+                    crate::http::serve(listener, service)
+                        .await
+                        .map_err(|e| format!("Streamable HTTP server error: {e}"))?
+                }
+            }
+            Ok(true)
+        }
+    }
+}
+
+/// A progress bar on stderr when it is a terminal; nothing otherwise, so
+/// logs and pipes stay clean.
+fn progress_bar(message: &str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal as _;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(0).with_message(message.to_owned());
+    if let Ok(style) = indicatif::ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len}") {
+        bar.set_style(style);
+    }
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    Some(bar)
+}

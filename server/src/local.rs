@@ -1,0 +1,241 @@
+//! The embedded default: index a folder into a store on disk and search it,
+//! with no server to install.
+//!
+//! A store folder holds the SQLite database of `rr-embedded` and a small
+//! `repo-retriever.json` that records which embedder wrote the vectors:
+//! vectors are model-specific, so a search must embed its query with the
+//! same model, and a mismatch is refused with a clear error instead of
+//! returning meaningless neighbours.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use rr_core::{CallContext, Embedder, PipelineOptions, SearchArgs, SearchEngine};
+use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
+use rr_hash_embed::HashEmbedder;
+use rr_indexer::sync::{SyncOptions, SyncSummary};
+use rr_indexer::{Identity, IndexOptions};
+use serde::{Deserialize, Serialize};
+
+/// The store folder used when none is given: `$REPO_RETRIEVER_STORE`, else
+/// `.repo-retriever` in the working directory.
+pub fn default_store_dir() -> PathBuf {
+    std::env::var_os("REPO_RETRIEVER_STORE").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".repo-retriever"))
+}
+
+const SETTINGS_FILE: &str = "repo-retriever.json";
+
+/// What a store was written with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoreSettings {
+    pub embedder: String,
+    pub dimension: usize,
+    pub query_prefix: String,
+    pub document_prefix: String,
+}
+
+impl Default for StoreSettings {
+    fn default() -> Self {
+        StoreSettings {
+            embedder: "hash".into(),
+            dimension: 256,
+            query_prefix: "query: ".into(),
+            document_prefix: "passage: ".into(),
+        }
+    }
+}
+
+/// A failure of a local command, already worded for the operator.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct LocalError(String);
+
+impl LocalError {
+    fn new(message: impl Into<String>) -> Self {
+        LocalError(message.into())
+    }
+}
+
+fn read_settings(dir: &Path) -> Result<Option<StoreSettings>, LocalError> {
+    let path = dir.join(SETTINGS_FILE);
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| LocalError::new(format!("{} is not a valid store settings file: {e}", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(LocalError::new(format!("cannot read {}: {e}", path.display()))),
+    }
+}
+
+/// Writes the settings atomically (temp file + rename), so a crash never
+/// leaves a half-written file behind.
+fn write_settings(dir: &Path, settings: &StoreSettings) -> Result<(), LocalError> {
+    let path = dir.join(SETTINGS_FILE);
+    let tmp = dir.join(format!("{SETTINGS_FILE}.tmp"));
+    let body = serde_json::to_vec_pretty(settings).map_err(|e| LocalError::new(e.to_string()))?;
+    std::fs::write(&tmp, body)
+        .and_then(|_| std::fs::rename(&tmp, &path))
+        .map_err(|e| LocalError::new(format!("cannot write {}: {e}", path.display())))
+}
+
+fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalError> {
+    match settings.embedder.as_str() {
+        "hash" => HashEmbedder::new(settings.dimension)
+            .map(|e| Arc::new(e) as Arc<dyn Embedder>)
+            .ok_or_else(|| LocalError::new(format!("invalid hash embedder dimension {}", settings.dimension))),
+        other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: hash"))),
+    }
+}
+
+fn open_store(dir: &Path) -> Result<Arc<EmbeddedStore>, LocalError> {
+    EmbeddedStore::open(dir)
+        .map(Arc::new)
+        .map_err(|e| LocalError::new(format!("cannot open the store at {}: {e}", dir.display())))
+}
+
+/// What `index` needs besides the folder.
+#[derive(Clone)]
+pub struct IndexRequest {
+    pub root: PathBuf,
+    pub store: PathBuf,
+    pub identity: Identity,
+    pub options: IndexOptions,
+    pub batch_size: usize,
+    pub dry_run: bool,
+    pub output_manifest: Option<PathBuf>,
+    /// Receives progress of the write phases, e.g. for a progress bar.
+    pub progress: Option<rr_indexer::sync::ProgressFn>,
+}
+
+/// Indexes `request.root` into the store: records identical to the
+/// reference indexer's, synchronised safely (all local work first, then
+/// upserts, and deletions only once every upsert succeeded), then the whole
+/// text of every indexed file for the navigation tools.
+pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&request.store)
+        .map_err(|e| LocalError::new(format!("cannot create the store folder {}: {e}", request.store.display())))?;
+    let settings = read_settings(&request.store)?.unwrap_or_default();
+    let embedder = embedder_for(&settings)?;
+
+    let (root, identity, options) = (request.root.clone(), request.identity.clone(), request.options.clone());
+    let (build, files) = tokio::task::spawn_blocking(move || {
+        let build = rr_indexer::build(&root, &identity, &options)?;
+        let files = read_files(&root, &options)?;
+        Ok::<_, rr_indexer::IndexError>((build, files))
+    })
+    .await
+    .map_err(|e| LocalError::new(e.to_string()))?
+    .map_err(|e| LocalError::new(e.to_string()))?;
+
+    if let Some(path) = &request.output_manifest {
+        let manifest: Vec<_> = build
+            .records
+            .iter()
+            .map(|c| serde_json::json!({"id": c.id, "path": c.metadata.path, "chunk_index": c.metadata.chunk_index}))
+            .collect();
+        std::fs::write(path, serde_json::to_vec_pretty(&manifest).unwrap_or_default())
+            .map_err(|e| LocalError::new(format!("cannot write the manifest {}: {e}", path.display())))?;
+    }
+
+    let store = open_store(&request.store)?;
+    let opts = SyncOptions {
+        batch_size: request.batch_size,
+        dry_run: request.dry_run,
+        document_prefix: settings.document_prefix.clone(),
+        started: Some(started),
+        progress: request.progress.clone(),
+    };
+    let summary = rr_indexer::sync::sync_build(store.as_ref(), embedder.as_ref(), build, &request.identity, &opts)
+        .await
+        .map_err(|e| LocalError::new(e.to_string()))?;
+    if !request.dry_run {
+        store_files(&store, &summary.namespace_id, files).await?;
+        write_settings(&request.store, &settings)?;
+    }
+    Ok(summary)
+}
+
+/// The decoded text of every eligible, non-binary file.
+fn read_files(root: &Path, options: &IndexOptions) -> Result<Vec<(String, String)>, rr_indexer::IndexError> {
+    let scan = rr_indexer::scan(root, &options.selection)?;
+    let mut files = Vec::with_capacity(scan.files.len());
+    for file in &scan.files {
+        if let Some(decoded) = rr_indexer::read_source(file)? {
+            files.push((file.relative_path.clone(), decoded.text));
+        }
+    }
+    Ok(files)
+}
+
+/// Brings the namespace's stored files in line with `files` in one
+/// transaction: changed and new files written, vanished ones removed,
+/// unchanged ones left alone (a re-run over unchanged files writes nothing).
+async fn store_files(
+    store: &EmbeddedStore,
+    namespace_id: &str,
+    files: Vec<(String, String)>,
+) -> Result<(), LocalError> {
+    let store = store.clone();
+    let namespace_id = namespace_id.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let existing: HashMap<String, String> =
+            store.list_files(&namespace_id)?.into_iter().map(|f| (f.path, f.file_hash)).collect();
+        let mut keep = HashSet::new();
+        let mut put = Vec::new();
+        for (path, content) in files {
+            let file_hash = rr_indexer::sha256_hex(&content);
+            keep.insert(path.clone());
+            if existing.get(&path) != Some(&file_hash) {
+                put.push(StoredFile { namespace_id: namespace_id.clone(), path, file_hash, content });
+            }
+        }
+        let delete: Vec<FileKey> = existing
+            .keys()
+            .filter(|p| !keep.contains(*p))
+            .map(|p| FileKey { namespace_id: namespace_id.clone(), path: p.clone() })
+            .collect();
+        if put.is_empty() && delete.is_empty() {
+            return Ok(());
+        }
+        store.write(&WriteBatch { delete_files: &delete, put_files: &put, ..Default::default() })
+    })
+    .await
+    .map_err(|e| LocalError::new(e.to_string()))?
+    .map_err(|e| LocalError::new(format!("cannot store the indexed files: {e}")))
+}
+
+/// The search engine over an existing store.
+pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
+    let settings = read_settings(store_dir)?.ok_or_else(|| {
+        LocalError::new(format!(
+            "no index at {}: run `repo-retriever index <folder> --store {}` first",
+            store_dir.display(),
+            store_dir.display()
+        ))
+    })?;
+    let embedder = embedder_for(&settings)?;
+    let store = open_store(store_dir)?;
+    if let Some(dimension) = store.dimension()
+        && dimension != settings.dimension
+    {
+        return Err(LocalError::new(format!(
+            "store {} holds {dimension}-dimensional vectors but its embedder \"{}\" makes {}-dimensional ones",
+            store_dir.display(),
+            settings.embedder,
+            settings.dimension
+        )));
+    }
+    let options = PipelineOptions { query_prefix: settings.query_prefix.clone(), ..PipelineOptions::default() };
+    Ok(SearchEngine::new(embedder, store, None, options))
+}
+
+/// Runs one search as the MCP tool would and returns its text and whether
+/// it is an error.
+pub async fn search(store_dir: &Path, args: SearchArgs) -> Result<(String, bool), LocalError> {
+    let engine = engine(store_dir)?;
+    let outcome = crate::tool::call(&engine, args, &CallContext::default()).await;
+    Ok((outcome.text, outcome.is_error))
+}
