@@ -78,6 +78,27 @@ pub struct IndexArgs {
     /// Write the list of record ids to this file.
     #[arg(long)]
     pub output_manifest: Option<PathBuf>,
+    #[command(flatten)]
+    pub chroma: ChromaArgs,
+}
+
+/// Index into a Chroma collection instead of the embedded store.
+#[derive(Debug, Args)]
+pub struct ChromaArgs {
+    /// Chroma server origin; when set, records go to Chroma (needs --collection-name and an embedding endpoint).
+    #[arg(long, requires_all = ["collection_name", "embedding_api_url", "embedding_model"])]
+    pub chroma_url: Option<String>,
+    #[arg(long, env = "CHROMA_REPO_SEARCH_COLLECTION_NAME")]
+    pub collection_name: Option<String>,
+    #[arg(long, env = "CHROMA_REPO_SEARCH_TENANT", default_value = "default_tenant")]
+    pub tenant: String,
+    #[arg(long, env = "CHROMA_REPO_SEARCH_DATABASE", default_value = "default_database")]
+    pub database: String,
+    /// OpenAI-compatible embeddings origin for the Chroma target.
+    #[arg(long, env = "CHROMA_REPO_SEARCH_EMBEDDING_API_URL")]
+    pub embedding_api_url: Option<String>,
+    #[arg(long, env = "CHROMA_REPO_SEARCH_EMBEDDING_MODEL")]
+    pub embedding_model: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -148,6 +169,19 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 dry_run: args.dry_run,
                 output_manifest: args.output_manifest.clone(),
                 progress: None,
+                chroma: args.chroma.chroma_url.clone().map(|server_url| crate::local::ChromaTarget {
+                    server_url,
+                    collection_name: args.chroma.collection_name.clone().unwrap_or_default(),
+                    tenant: args.chroma.tenant.clone(),
+                    database: args.chroma.database.clone(),
+                    // Secrets only from the environment, never from the command line.
+                    bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
+                    embedding_api_url: args.chroma.embedding_api_url.clone().unwrap_or_default(),
+                    embedding_model: args.chroma.embedding_model.clone().unwrap_or_default(),
+                    embedding_api_key: std::env::var("CHROMA_REPO_SEARCH_EMBEDDING_API_KEY")
+                        .ok()
+                        .filter(|s| !s.is_empty()),
+                }),
             };
             let bar = progress_bar(&format!("indexing {}", args.dir.display()));
             if let Some(bar) = &bar {

@@ -12,11 +12,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::{CallContext, Embedder, PipelineOptions, SearchArgs, SearchEngine};
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_hash_embed::HashEmbedder;
+use rr_http::{HttpClient, HttpSettings};
 use rr_indexer::sync::{SyncOptions, SyncSummary};
 use rr_indexer::{Identity, IndexOptions};
+use rr_openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 use serde::{Deserialize, Serialize};
 
 /// The store folder used when none is given: `$REPO_RETRIEVER_STORE`, else
@@ -95,11 +98,28 @@ fn open_store(dir: &Path) -> Result<Arc<EmbeddedStore>, LocalError> {
         .map_err(|e| LocalError::new(format!("cannot open the store at {}: {e}", dir.display())))
 }
 
+/// A Chroma collection to index into instead of the embedded store, with the
+/// OpenAI-compatible embedding endpoint that makes its vectors (as the
+/// reference indexer does).
+#[derive(Clone)]
+pub struct ChromaTarget {
+    pub server_url: String,
+    pub collection_name: String,
+    pub tenant: String,
+    pub database: String,
+    pub bearer_token: Option<String>,
+    pub embedding_api_url: String,
+    pub embedding_model: String,
+    pub embedding_api_key: Option<String>,
+}
+
 /// What `index` needs besides the folder.
 #[derive(Clone)]
 pub struct IndexRequest {
     pub root: PathBuf,
     pub store: PathBuf,
+    /// When set, records go to this Chroma collection and `store` is unused.
+    pub chroma: Option<ChromaTarget>,
     pub identity: Identity,
     pub options: IndexOptions,
     pub batch_size: usize,
@@ -115,9 +135,13 @@ pub struct IndexRequest {
 /// text of every indexed file for the navigation tools.
 pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
     let started = Instant::now();
-    std::fs::create_dir_all(&request.store)
-        .map_err(|e| LocalError::new(format!("cannot create the store folder {}: {e}", request.store.display())))?;
-    let settings = read_settings(&request.store)?.unwrap_or_default();
+    let settings = if request.chroma.is_some() {
+        StoreSettings::default()
+    } else {
+        std::fs::create_dir_all(&request.store)
+            .map_err(|e| LocalError::new(format!("cannot create the store folder {}: {e}", request.store.display())))?;
+        read_settings(&request.store)?.unwrap_or_default()
+    };
     let embedder = embedder_for(&settings)?;
 
     let (root, identity, options) = (request.root.clone(), request.identity.clone(), request.options.clone());
@@ -140,7 +164,6 @@ pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
             .map_err(|e| LocalError::new(format!("cannot write the manifest {}: {e}", path.display())))?;
     }
 
-    let store = open_store(&request.store)?;
     let opts = SyncOptions {
         batch_size: request.batch_size,
         dry_run: request.dry_run,
@@ -148,6 +171,13 @@ pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
         started: Some(started),
         progress: request.progress.clone(),
     };
+    if let Some(target) = &request.chroma {
+        let (store, embedder) = chroma_target(target)?;
+        return rr_indexer::sync::sync_build(&store, &embedder, build, &request.identity, &opts)
+            .await
+            .map_err(|e| LocalError::new(e.to_string()));
+    }
+    let store = open_store(&request.store)?;
     let summary = rr_indexer::sync::sync_build(store.as_ref(), embedder.as_ref(), build, &request.identity, &opts)
         .await
         .map_err(|e| LocalError::new(e.to_string()))?;
@@ -156,6 +186,37 @@ pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
         write_settings(&request.store, &settings)?;
     }
     Ok(summary)
+}
+
+/// The Chroma store and embedder of a Chroma target, on one HTTP client.
+fn chroma_target(target: &ChromaTarget) -> Result<(ChromaStore, OpenAiEmbedder), LocalError> {
+    let mut settings = HttpSettings::new(crate::app::user_agent());
+    settings.secrets = [&target.bearer_token, &target.embedding_api_key]
+        .into_iter()
+        .flatten()
+        .filter(|s| !s.is_empty())
+        .cloned()
+        .collect();
+    let http = HttpClient::new(settings).map_err(|e| LocalError::new(e.to_string()))?;
+    let store = ChromaStore::new(
+        ChromaConfig {
+            server_url: target.server_url.trim_end_matches('/').to_owned(),
+            tenant: target.tenant.clone(),
+            database: target.database.clone(),
+            collection_name: target.collection_name.clone(),
+            bearer_token: target.bearer_token.clone(),
+        },
+        http.clone(),
+    );
+    let embedder = OpenAiEmbedder::new(
+        OpenAiEmbedderConfig {
+            api_url: target.embedding_api_url.trim_end_matches('/').to_owned(),
+            model: target.embedding_model.clone(),
+            api_key: target.embedding_api_key.clone(),
+        },
+        http,
+    );
+    Ok((store, embedder))
 }
 
 /// The decoded text of every eligible, non-binary file.

@@ -1,0 +1,203 @@
+//! The embedded default end to end through the binary: `index` a folder,
+//! `search` it, re-index safely, index into the real Chroma, and serve MCP
+//! over the store (issue #4).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+use support::{EMBED_MODEL, EmbedServer, Server, fixture, server_bin, testdata_dir, tool_text};
+
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+fn run(args: &[&str]) -> Output {
+    Command::new(server_bin()).args(args).env_remove("REPO_RETRIEVER_STORE").output().expect("run the binary")
+}
+
+fn index(dir: &Path, store: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "index",
+        dir.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+        "--organization",
+        "acme",
+        "--repository",
+        "widgets",
+        "--commit-sha",
+        COMMIT,
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert!(out.status.success(), "index failed: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one JSON object on stdout: {stdout}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
+fn search(store: &Path, query: &str, extra: &[&str]) -> String {
+    let mut args = vec!["search", query, "--store", store.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    assert!(out.status.success(), "search failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn corpus() -> PathBuf {
+    testdata_dir().join("corpus")
+}
+
+#[test]
+fn issue4_index_then_reindex_writes_nothing() {
+    let store = tempfile::tempdir().unwrap();
+    let first = index(&corpus(), store.path(), &[]);
+    assert_eq!(first["chunks_desired"], 89);
+    assert_eq!(first["chunks_added_or_updated"], 89);
+    assert_eq!(first["chunks_unchanged"], 0);
+    assert_eq!(first["chunks_deleted"], 0);
+    assert_eq!(first["files_indexed"], 15);
+    assert_eq!(first["files_binary_skipped"], 1);
+    assert_eq!(first["namespace_id"], "ba357c58ec6dbc82c5d1e39f86be7ec68de3cabc037821f6653a2bbd7cd8c2f0");
+    let second = index(&corpus(), store.path(), &[]);
+    assert_eq!(second["chunks_added_or_updated"], 0);
+    assert_eq!(second["chunks_unchanged"], 89);
+    assert_eq!(second["chunks_deleted"], 0);
+}
+
+#[test]
+fn issue4_editing_one_file_rewrites_only_its_records() {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("widgets");
+    copy_dir(&corpus(), &dir);
+    let store = work.path().join("store");
+    index(&dir, &store, &[]);
+    let before: Vec<Value> =
+        support::fixture_records().iter().filter(|r| r["metadata"]["path"] == "web/app.ts").cloned().collect();
+    assert!(!before.is_empty());
+    let path = dir.join("web/app.ts");
+    let mut text = std::fs::read_to_string(&path).unwrap();
+    text.push_str("\nexport const addedForTheEditTest = 1;\n");
+    std::fs::write(&path, text).unwrap();
+    let after = index(&dir, &store, &[]);
+    let changed = after["chunks_added_or_updated"].as_u64().unwrap();
+    assert!(changed >= 1, "{after}");
+    assert_eq!(after["chunks_deleted"].as_u64().unwrap(), before.len() as u64, "{after}");
+    assert_eq!(after["chunks_unchanged"].as_u64().unwrap(), 89 - before.len() as u64, "{after}");
+    let hits = search(&store, "addedForTheEditTest", &["--limit", "1"]);
+    assert!(hits.contains("**File:** `web/app.ts"), "{hits}");
+}
+
+#[test]
+fn issue4_dry_run_writes_nothing() {
+    let store = tempfile::tempdir().unwrap();
+    let summary = index(&corpus(), store.path(), &["--dry-run"]);
+    assert_eq!(summary["dry_run"], true);
+    assert_eq!(summary["chunks_added_or_updated"], 89);
+    let out = run(&["search", "configuration", "--store", store.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("Error: no index at "), "{stderr}");
+}
+
+/// The embedded store with the built-in hash embedder returns what the
+/// drop-in server returns over the reference indexer's records in Chroma.
+#[tokio::test]
+async fn issue4_embedded_search_matches_the_chroma_deployment() {
+    let store = tempfile::tempdir().unwrap();
+    index(&corpus(), store.path(), &[]);
+    let mut mcp = Server::fixture().stdio().await;
+    mcp.initialize().await;
+    for (query, extra, args) in [
+        (
+            "where is the configuration loaded and validated",
+            vec![],
+            json!({"query": "where is the configuration loaded and validated"}),
+        ),
+        ("widget store", vec!["--limit", "8"], json!({"query": "widget store", "limit": 8})),
+        ("http handler", vec!["--path", "**/*.go"], json!({"query": "http handler", "path": "**/*.go"})),
+        (
+            "client",
+            vec!["--source", "acme/widgets@main", "--limit", "3"],
+            json!({"query": "client", "source": "acme/widgets@main", "limit": 3}),
+        ),
+    ] {
+        let local = search(store.path(), query, &extra);
+        let remote = mcp.call_tool("search", args).await;
+        assert_eq!(local, format!("{}\n", tool_text(&remote)), "query {query:?}");
+    }
+    mcp.close().await;
+}
+
+#[tokio::test]
+async fn issue4_serve_answers_mcp_over_the_store() {
+    let store = tempfile::tempdir().unwrap();
+    index(&corpus(), store.path(), &[]);
+    let mut mcp = Server::new().args(["serve", "--store", store.path().to_str().unwrap()]).stdio().await;
+    mcp.initialize().await;
+    let result = mcp.call_tool("search", json!({"query": "café", "path": "docs/café.md", "limit": 1})).await;
+    let text = tool_text(&result);
+    assert!(text.starts_with("Found 1 relevant repository excerpt, ranked by semantic relevance.\n"), "{text}");
+    assert!(
+        text.contains(
+            "(https://github.com/acme/widgets/blob/0123456789abcdef0123456789abcdef01234567/docs/caf%C3%A9.md"
+        ),
+        "{text}"
+    );
+    mcp.close().await;
+}
+
+/// `index --chroma-url` writes the reference indexer's records into a real
+/// Chroma, and the drop-in server then answers from them.
+#[tokio::test]
+async fn issue4_index_into_real_chroma_then_search_through_the_server() {
+    let f = fixture();
+    let embed = EmbedServer::get().url().to_string();
+    let collection = "indexed-by-cli";
+    support::delete_collection(&f.chroma_url, collection).await;
+    let store = tempfile::tempdir().unwrap();
+    let chroma_args = [
+        "--chroma-url",
+        &f.chroma_url,
+        "--collection-name",
+        collection,
+        "--embedding-api-url",
+        &embed,
+        "--embedding-model",
+        EMBED_MODEL,
+    ];
+    let first = index(&corpus(), store.path(), &chroma_args);
+    assert_eq!(first["chunks_added_or_updated"], 89, "{first}");
+    let second = index(&corpus(), store.path(), &chroma_args);
+    assert_eq!(second["chunks_added_or_updated"], 0, "{second}");
+    assert_eq!(second["chunks_unchanged"], 89, "{second}");
+
+    let mut ours = Server::with_backends(&f.chroma_url, collection, &embed).stdio().await;
+    let mut reference = Server::fixture().stdio().await;
+    ours.initialize().await;
+    reference.initialize().await;
+    for args in
+        [json!({"query": "configuration precedence", "limit": 6}), json!({"query": "python client", "path": "py/**"})]
+    {
+        let a = ours.call_tool("search", args.clone()).await;
+        let b = reference.call_tool("search", args).await;
+        assert_eq!(tool_text(&a), tool_text(&b));
+        assert!(tool_text(&a).starts_with("Found "), "{}", tool_text(&a));
+    }
+    ours.close().await;
+    reference.close().await;
+}
