@@ -19,7 +19,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Index a folder into the embedded store (records identical to chromadb-repo-indexer's).
-    Index(IndexArgs),
+    Index(Box<IndexArgs>),
     /// Search the embedded store and print the same Markdown as the MCP tool.
     Search(SearchCmd),
     /// Serve the MCP `search` tool over the embedded store (stdio, or HTTP with --http).
