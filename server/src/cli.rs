@@ -125,6 +125,15 @@ pub struct ServeCmd {
     /// Serve Streamable HTTP on this address or port instead of stdio.
     #[arg(long)]
     pub http: Option<String>,
+    /// Tools to expose: `search` alone (as the drop-in), or `all` (search plus the navigation tools and resources).
+    #[arg(long, value_parser = ["search", "all"], default_value = "all")]
+    pub tools: String,
+    /// Tool calls per minute per client address over HTTP (0: unlimited).
+    #[arg(long, default_value_t = crate::nav::ratelimit::DEFAULT_PER_MINUTE)]
+    pub rate_limit: u32,
+    /// Let add_repository fetch from loopback addresses (tests only; also REPO_RETRIEVER_ALLOW_LOOPBACK_GIT=1).
+    #[arg(long)]
+    pub allow_loopback_git: bool,
 }
 
 impl StoreArg {
@@ -212,11 +221,16 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
         }
         Command::Serve(args) => {
             let engine = crate::local::engine(&args.store.dir()).map_err(|e| e.to_string())?;
-            let service = std::sync::Arc::new(crate::protocol::McpService::new(
-                engine,
-                crate::app::NAME,
-                crate::app::version_line(),
-            ));
+            let mut service = crate::protocol::McpService::new(engine, crate::app::NAME, crate::app::version_line());
+            if args.tools == "all" {
+                let mut config = crate::nav::NavConfig::default();
+                config.allow_loopback_git |= args.allow_loopback_git;
+                service = service.with_navigation(crate::nav::NavService::open_dir(&args.store.dir(), config)?);
+                if args.http.is_some() {
+                    service = service.with_rate_limit(args.rate_limit);
+                }
+            }
+            let service = std::sync::Arc::new(service);
             match args.http {
                 None => crate::stdio::serve(service).await.map_err(|e| format!("stdio MCP server terminated: {e}"))?,
                 Some(addr) => {

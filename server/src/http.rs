@@ -60,11 +60,18 @@ pub async fn bind(value: &str) -> std::io::Result<TcpListener> {
 /// The local end of an accepted connection: the DNS-rebinding guard depends
 /// on which address a client reached, not on what the listener is bound to.
 #[derive(Debug, Clone, Copy)]
-pub struct LocalAddr(pub Option<SocketAddr>);
+pub struct LocalAddr(pub Option<SocketAddr>, pub Option<SocketAddr>);
+
+impl LocalAddr {
+    /// The client's address (the rate limit's key).
+    pub fn peer(&self) -> Option<SocketAddr> {
+        self.1
+    }
+}
 
 impl axum::extract::connect_info::Connected<IncomingStream<'_, TcpListener>> for LocalAddr {
     fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
-        LocalAddr(stream.io().local_addr().ok())
+        LocalAddr(stream.io().local_addr().ok(), Some(*stream.remote_addr()))
     }
 }
 
@@ -190,7 +197,7 @@ async fn handle_mcp(
             return plain(StatusCode::BAD_REQUEST, &e);
         }
         if let Message::Request { method, .. } = message
-            && !protocol::is_known_method(method)
+            && !service.knows_method(method)
         {
             return plain(
                 StatusCode::BAD_REQUEST,
@@ -212,7 +219,8 @@ async fn handle_mcp(
     for message in messages {
         if let Message::Request { id, method, params } = message {
             answered = true;
-            let reply = service.handle_request(&mut session, &id, &method, params.as_ref(), &ctx).await;
+            let client = local.peer().map(|a| a.ip());
+            let reply = service.handle_request_from(&mut session, &id, &method, params.as_ref(), &ctx, client).await;
             events.push_str("event: message\ndata: ");
             events.push_str(&reply.frame);
             events.push_str("\n\n");

@@ -11,6 +11,7 @@ pub mod config;
 pub mod goflag;
 pub mod http;
 pub mod local;
+pub mod nav;
 pub mod protocol;
 pub mod stdio;
 pub mod tool;

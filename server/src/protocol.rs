@@ -15,6 +15,10 @@ use std::fmt::Write as _;
 use rr_core::{CallContext, SearchArgs, SearchEngine};
 use serde_json::{Map, Value};
 
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::nav::{self, NavService, ratelimit::RateLimiter};
 use crate::tool::{self, ToolLog};
 use crate::wire;
 
@@ -171,19 +175,72 @@ pub struct Reply {
     pub tool_log: Option<ToolLog>,
 }
 
-/// The MCP surface of one search engine.
+/// The MCP surface of one search engine: `search` alone (the drop-in, byte
+/// for byte the reference), or with the navigation tools and resources.
 #[derive(Debug)]
 pub struct McpService {
     engine: SearchEngine,
     name: String,
     version: String,
     tools_list: String,
+    nav: Option<Arc<NavService>>,
+    rate_limit: Option<RateLimiter>,
 }
 
 impl McpService {
     /// `version` is reported as `serverInfo.version`.
     pub fn new(engine: SearchEngine, name: impl Into<String>, version: impl Into<String>) -> Self {
-        McpService { engine, name: name.into(), version: version.into(), tools_list: tools_list_result() }
+        McpService {
+            engine,
+            name: name.into(),
+            version: version.into(),
+            tools_list: tools_list_result(),
+            nav: None,
+            rate_limit: None,
+        }
+    }
+
+    /// Adds the navigation tools and resources (`tools/list` then shows
+    /// `search` and the seven tools).
+    pub fn with_navigation(mut self, nav: Arc<NavService>) -> Self {
+        self.tools_list = extended_tools_list_result();
+        self.nav = Some(nav);
+        self
+    }
+
+    /// Limits tool calls per client address (HTTP only: the address is
+    /// what `handle_request_from` is given).
+    pub fn with_rate_limit(mut self, per_minute: u32) -> Self {
+        self.rate_limit = (per_minute > 0).then(|| RateLimiter::new(per_minute));
+        self
+    }
+
+    /// Whether this service answers `method` (resources only with navigation).
+    pub fn knows_method(&self, method: &str) -> bool {
+        is_known_method(method)
+            || (self.nav.is_some()
+                && matches!(method, "resources/list" | "resources/read" | "resources/templates/list"))
+    }
+
+    /// Handles one request from a known client address (HTTP): tool calls
+    /// count toward the rate limit when one is set.
+    pub async fn handle_request_from(
+        &self,
+        session: &mut Session,
+        id: &Id,
+        method: &str,
+        params: Option<&Value>,
+        ctx: &CallContext,
+        client: Option<IpAddr>,
+    ) -> Reply {
+        if method == "tools/call"
+            && session.initialized
+            && let (Some(limiter), Some(ip)) = (&self.rate_limit, client)
+            && let Err(text) = limiter.check(ip)
+        {
+            return Reply { frame: result_frame(id, &call_result(&text, true)), tool_log: None };
+        }
+        self.handle_request(session, id, method, params, ctx).await
     }
 
     /// Handles one request. `session` is updated by `initialize`.
@@ -220,6 +277,9 @@ impl McpService {
             "ping" | "logging/setLevel" => reply(result_frame(id, "{}")),
             "tools/list" => reply(result_frame(id, &self.tools_list)),
             "tools/call" => self.call_tool(id, params, ctx).await,
+            "resources/list" | "resources/read" | "resources/templates/list" if self.nav.is_some() => {
+                reply(self.resources(id, method, params).await)
+            }
             other => reply(error_frame(Some(id), METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other)))),
         }
     }
@@ -227,8 +287,9 @@ impl McpService {
     fn initialize_result(&self, params: &Value) -> String {
         let requested = params.get("protocolVersion").and_then(Value::as_str).unwrap_or("");
         let version = if ECHOED_VERSIONS.contains(&requested) { requested } else { FALLBACK_VERSION };
+        let resources = if self.nav.is_some() { "\"resources\":{}," } else { "" };
         format!(
-            "{{\"capabilities\":{{\"logging\":{{}},\"tools\":{{\"listChanged\":true}}}},\"protocolVersion\":{},\"serverInfo\":{{\"name\":{},\"version\":{}}}}}",
+            "{{\"capabilities\":{{\"logging\":{{}},{resources}\"tools\":{{\"listChanged\":true}}}},\"protocolVersion\":{},\"serverInfo\":{{\"name\":{},\"version\":{}}}}}",
             json_string(version),
             json_string(&self.name),
             json_string(&self.version)
@@ -251,6 +312,16 @@ impl McpService {
             };
         };
         let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+        if let Some(nav) = &self.nav
+            && name != tool::TOOL_NAME
+            && let Some(result) = nav.call(name, params.get("arguments")).await
+        {
+            let frame = match result {
+                Ok(text) => result_frame(id, &call_result(&text, false)),
+                Err(text) => result_frame(id, &call_result(&text, true)),
+            };
+            return Reply { frame, tool_log: None };
+        }
         if name != tool::TOOL_NAME {
             return Reply {
                 frame: error_frame(Some(id), INVALID_PARAMS, &format!("unknown tool {}", go_quote(name))),
@@ -263,6 +334,47 @@ impl McpService {
         };
         let outcome = tool::call(&self.engine, args, ctx).await;
         Reply { frame: result_frame(id, &call_result(&outcome.text, outcome.is_error)), tool_log: Some(outcome.log) }
+    }
+}
+
+impl McpService {
+    async fn resources(&self, id: &Id, method: &str, params: Option<&Value>) -> String {
+        let Some(nav) = self.nav.clone() else {
+            return error_frame(Some(id), METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(method)));
+        };
+        match method {
+            "resources/list" => result_frame(id, &nav::repos::resources_list().to_string()),
+            "resources/templates/list" => result_frame(id, &nav::repos::resource_templates().to_string()),
+            _ => {
+                let uri = params.and_then(|p| p.get("uri")).and_then(Value::as_str).unwrap_or("").to_owned();
+                let read_uri = uri.clone();
+                let result = tokio::task::spawn_blocking(move || nav::repos::read_resource(&nav, &read_uri))
+                    .await
+                    .unwrap_or_else(|e| Err(e.to_string()));
+                match result {
+                    Ok(text) => {
+                        let body = serde_json::json!({"contents": [{"uri": uri, "mimeType": "application/json", "text": text}]});
+                        result_frame(id, &body.to_string())
+                    }
+                    Err(message) => error_frame(Some(id), RESOURCE_NOT_FOUND, &message),
+                }
+            }
+        }
+    }
+}
+
+/// MCP's "resource not found" error code.
+pub const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// `tools/list` with `search` followed by the navigation tools; every
+/// schema has `additionalProperties: false`.
+pub fn extended_tools_list_result() -> String {
+    let base = tools_list_result();
+    let tools: Vec<String> = nav::TOOLS.iter().map(|t| t.definition().to_string()).collect();
+    // Insert after the search tool, keeping its exact bytes.
+    match base.strip_suffix("]}") {
+        Some(head) => format!("{head},{}]}}", tools.join(",")),
+        None => base,
     }
 }
 

@@ -118,6 +118,15 @@ pub struct FileEntry {
     pub size: u64,
 }
 
+/// One namespace of the store (see [`EmbeddedStore::namespaces`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceInfo {
+    pub namespace_id: String,
+    pub organization: String,
+    pub repository: String,
+    pub branch: String,
+}
+
 /// Identifies a stored file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileKey {
@@ -531,6 +540,60 @@ impl EmbeddedStore {
             })
             .map_err(err())?;
         rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// Every namespace with chunks or stored files: its id, organization,
+    /// repository and branch (from its chunks; empty when it has files only),
+    /// by namespace id.
+    pub fn namespaces(&self) -> Result<Vec<NamespaceInfo>, EmbeddedError> {
+        let err = || EmbeddedError::sqlite(READ_OPERATION);
+        let reader = self.reader();
+        let mut stmt = reader
+            .conn
+            .prepare_cached(
+                "SELECT n.namespace_id, \
+                   (SELECT organization FROM chunks c WHERE c.namespace_id = n.namespace_id LIMIT 1), \
+                   (SELECT repository FROM chunks c WHERE c.namespace_id = n.namespace_id LIMIT 1), \
+                   (SELECT branch FROM chunks c WHERE c.namespace_id = n.namespace_id LIMIT 1) \
+                 FROM (SELECT DISTINCT namespace_id FROM chunks UNION SELECT DISTINCT namespace_id FROM files) n \
+                 ORDER BY n.namespace_id",
+            )
+            .map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(NamespaceInfo {
+                    namespace_id: r.get(0)?,
+                    organization: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                    repository: r.get::<_, Option<String>>(2)?.unwrap_or_default(),
+                    branch: r.get::<_, Option<String>>(3)?.unwrap_or_default(),
+                })
+            })
+            .map_err(err())?;
+        rows.collect::<Result<_, _>>().map_err(err())
+    }
+
+    /// The metadata of every chunk of a namespace, by path then chunk index.
+    pub fn namespace_metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, EmbeddedError> {
+        let err = || EmbeddedError::sqlite(READ_OPERATION);
+        let reader = self.reader();
+        let mut stmt =
+            reader.conn.prepare_cached("SELECT pk, metadata FROM chunks WHERE namespace_id = ?1").map_err(err())?;
+        let rows = stmt
+            .query_map([namespace_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .map_err(err())?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(err())?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (pk, metadata) in rows {
+            let metadata: Metadata = serde_json::from_str(&metadata).map_err(|e| EmbeddedError::Corrupt {
+                operation: READ_OPERATION,
+                pk,
+                detail: format!("metadata: {e}"),
+            })?;
+            out.push(metadata);
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path).then(a.chunk_index.cmp(&b.chunk_index)));
+        Ok(out)
     }
 
     /// Every chunk id of a namespace, in id order, read in pages.

@@ -1,0 +1,268 @@
+//! Definitions derived from the index: the chunker's code symbols
+//! (`<node_type>:<name>`) and Markdown sections become the seed's five
+//! entity types (`function`, `class`, `import`, `doc_section`,
+//! `terraform_block`). The mapping is documented in `docs/tools.md`.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use rr_core::Metadata;
+
+pub const ENTITY_TYPES: [&str; 5] = ["function", "class", "import", "doc_section", "terraform_block"];
+
+/// Signatures and descriptions are cut here.
+pub const SIGNATURE_CHARS: usize = 300;
+/// Search snippets are cut here.
+pub const SNIPPET_CHARS: usize = 600;
+/// At most this much of an entity's body is stored.
+pub const BODY_CHARS: usize = 2000;
+
+/// One entity, as stored in the catalogue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entity {
+    pub entity_type: &'static str,
+    pub entity_name: String,
+    pub file_path: String,
+    pub line_start: i64,
+    pub line_end: i64,
+    pub language: String,
+    pub signature: String,
+    pub body: String,
+    pub description: String,
+    pub is_test: bool,
+}
+
+impl Entity {
+    /// Classes first, then functions and Terraform blocks, then doc
+    /// sections, then imports (the order of ties in `search_code`).
+    pub fn rank_weight(&self) -> i64 {
+        match self.entity_type {
+            "class" => 0,
+            "function" | "terraform_block" => 1,
+            "doc_section" => 2,
+            _ => 3,
+        }
+    }
+}
+
+/// The entity type of a tree-sitter node type, and the word used in
+/// descriptions; `None` for nodes that are not definitions.
+pub fn entity_type_of(node_type: &str) -> Option<(&'static str, &'static str)> {
+    Some(match node_type {
+        "function_declaration" | "function_definition" | "function_item" | "arrow_function" => ("function", "function"),
+        "method_declaration" | "method_definition" => ("function", "method"),
+        "class_declaration" | "class_definition" => ("class", "class"),
+        "interface_declaration" => ("class", "interface"),
+        "type_declaration" | "type_alias_declaration" | "type_item" => ("class", "type"),
+        "struct_item" => ("class", "struct"),
+        "enum_item" | "enum_declaration" => ("class", "enum"),
+        "trait_item" => ("class", "trait"),
+        "impl_item" => ("class", "impl"),
+        "import_statement" | "import_from_statement" | "import_declaration" | "use_declaration" => ("import", "import"),
+        _ => return None,
+    })
+}
+
+static UNNAMED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"^\s*(?:export\s+)?(?:default\s+)?(?:declare\s+)?(?:abstract\s+)?(?:async\s+)?(function\*?|class|interface|type|enum|const|let|var)\s+([A-Za-z_$][\w$]*)",
+    )
+    .expect("valid regex")
+});
+
+static GO_RECEIVER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^\s*func\s*\(\s*\w*\s*\*?\s*([A-Za-z_]\w*)").expect("valid regex"));
+
+/// The entity of a node whose symbol has no name (`type_declaration`,
+/// `export_statement`, `lexical_declaration`), read from its first line.
+fn unnamed(node_type: &str, first_line: &str) -> Option<(&'static str, &'static str, String)> {
+    let caps = UNNAMED.captures(first_line)?;
+    let name = caps[2].to_owned();
+    let keyword = &caps[1];
+    let (kind, word) = match keyword {
+        "class" => ("class", "class"),
+        "interface" => ("class", "interface"),
+        "type" => ("class", "type"),
+        "enum" => ("class", "enum"),
+        "const" | "let" | "var" => {
+            // A variable is a definition only when it holds a function.
+            if first_line.contains("=>") || first_line.contains("function") {
+                ("function", "function")
+            } else {
+                return None;
+            }
+        }
+        _ => ("function", "function"),
+    };
+    let _ = node_type;
+    Some((kind, word, name))
+}
+
+/// The label used in descriptions: `TypeScript`, `Python`, ….
+pub fn language_title(language: &str) -> String {
+    match language {
+        "typescript" => "TypeScript".into(),
+        "javascript" => "JavaScript".into(),
+        "csharp" => "C#".into(),
+        "cpp" => "C++".into(),
+        "php" => "PHP".into(),
+        "hcl" | "terraform" => "Terraform".into(),
+        other => {
+            let mut c = other.chars();
+            c.next().map(|f| f.to_uppercase().collect::<String>() + c.as_str()).unwrap_or_default()
+        }
+    }
+}
+
+/// The file's language label: the chunk's language, else its file type.
+pub fn label(meta: &Metadata) -> String {
+    if meta.language.is_empty() { meta.file_type.clone() } else { meta.language.clone() }
+}
+
+/// Whether a path is a test file (these rank after source files).
+pub fn is_test_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    let name = lower.rsplit('/').next().unwrap_or(&lower);
+    lower.split('/').any(|s| s == "test" || s == "tests" || s == "__tests__" || s == "spec")
+        || name.starts_with("test_")
+        || name.contains("_test.")
+        || name.contains(".test.")
+        || name.contains(".spec.")
+}
+
+/// Cuts `s` to at most `n` characters.
+pub fn cut(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => s[..i].to_owned(),
+        None => s.to_owned(),
+    }
+}
+
+/// The lines of a stored text, without their line ends (`\r\n` or `\n`).
+pub fn lines(text: &str) -> Vec<&str> {
+    if text.is_empty() {
+        return Vec::new();
+    }
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    body.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect()
+}
+
+/// Entities of one file from its chunks (in chunk order) and its text.
+/// Consecutive chunks of one symbol whose line ranges overlap are the
+/// token-split pieces of one node and become one entity; consecutive chunks
+/// of one Markdown section become one `doc_section`.
+pub fn file_entities(chunks: &[&Metadata], text: &str) -> Vec<Entity> {
+    let all = lines(text);
+    let mut groups: Vec<(String, String, i64, i64, Metadata)> = Vec::new();
+    for m in chunks {
+        if m.symbol.is_empty() && m.section.is_empty() {
+            continue;
+        }
+        if let Some(last) = groups.last_mut()
+            && last.0 == m.symbol
+            && last.1 == m.section
+            && (m.start_line <= last.3 || (m.symbol.is_empty() && m.start_line <= last.3 + 1))
+        {
+            last.3 = last.3.max(m.end_line);
+            continue;
+        }
+        groups.push((m.symbol.clone(), m.section.clone(), m.start_line, m.end_line, (*m).clone()));
+    }
+    let mut out = Vec::new();
+    for (symbol, section, start, end, meta) in groups {
+        let language = label(&meta);
+        let path = meta.path.clone();
+        // Ranges run up to the next node: leave trailing blank lines out.
+        let mut end = end.min(all.len() as i64).max(start);
+        // A code node's range also holds the comment above the next node.
+        let trailing = |l: &str| {
+            let t = l.trim();
+            t.is_empty()
+                || (!symbol.is_empty()
+                    && (t.starts_with("//") || t.starts_with('#') || t.starts_with("/*") || t.starts_with('*')))
+        };
+        while end > start && all.get(end as usize - 1).is_some_and(|l| trailing(l)) {
+            end -= 1;
+        }
+        let slice = |a: i64, b: i64| -> String {
+            let a = (a.max(1) - 1) as usize;
+            let b = (b.max(0) as usize).min(all.len());
+            if a >= b { String::new() } else { all[a..b].join("\n") }
+        };
+        let first_line = all.get((start.max(1) - 1) as usize).copied().unwrap_or("");
+        let (entity_type, entity_name, description) = if symbol.is_empty() {
+            let name = section.rsplit(" > ").next().unwrap_or(&section).trim().to_owned();
+            ("doc_section", name, format!("Markdown section: {section}"))
+        } else {
+            let (node_type, name) = symbol.split_once(':').unwrap_or((symbol.as_str(), ""));
+            let found = match (entity_type_of(node_type), name.is_empty()) {
+                (Some((kind, word)), false) => Some((kind, word, name.to_owned())),
+                _ => unnamed(node_type, first_line),
+            };
+            let Some((kind, word, name)) = found else { continue };
+            let mut qualified = name.clone();
+            if node_type == "method_declaration"
+                && let Some(c) = GO_RECEIVER.captures(first_line)
+            {
+                qualified = format!("{}.{name}", &c[1]);
+            }
+            (kind, name, format!("{} {word}: {qualified}", language_title(&language)))
+        };
+        out.push(Entity {
+            entity_type,
+            entity_name,
+            is_test: is_test_path(&path),
+            file_path: path,
+            line_start: start,
+            line_end: end,
+            language,
+            signature: cut(first_line.trim_end(), SIGNATURE_CHARS),
+            body: cut(&slice(start, end), BODY_CHARS),
+            description: cut(&description, SIGNATURE_CHARS),
+        });
+    }
+    out
+}
+
+/// Entities of a namespace from all its chunk metadata and a text lookup.
+pub fn namespace_entities<'a>(metadata: &[Metadata], text_of: impl Fn(&str) -> Option<&'a str>) -> Vec<Entity> {
+    let mut by_path: HashMap<&str, Vec<&Metadata>> = HashMap::new();
+    let mut order = Vec::new();
+    for m in metadata {
+        by_path
+            .entry(m.path.as_str())
+            .or_insert_with(|| {
+                order.push(m.path.as_str());
+                Vec::new()
+            })
+            .push(m);
+    }
+    let mut out = Vec::new();
+    for path in order {
+        let mut chunks = by_path.remove(path).unwrap_or_default();
+        chunks.sort_by_key(|m| m.chunk_index);
+        out.extend(file_entities(&chunks, text_of(path).unwrap_or("")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_types_map_to_the_five_entity_types() {
+        assert_eq!(entity_type_of("function_declaration").unwrap().0, "function");
+        assert_eq!(entity_type_of("class_definition").unwrap().0, "class");
+        assert_eq!(entity_type_of("import_from_statement").unwrap().0, "import");
+        assert_eq!(entity_type_of("expression_statement"), None);
+        assert_eq!(unnamed("type_declaration", "type Store struct {").unwrap().2, "Store");
+        assert_eq!(unnamed("export_statement", "export async function go(x) {").unwrap().0, "function");
+        assert_eq!(unnamed("export_statement", "export const x = 5;"), None);
+        assert!(is_test_path("internal/store/store_test.go"));
+        assert!(!is_test_path("internal/store/store.go"));
+        assert_eq!(lines("a\r\nb\n"), vec!["a", "b"]);
+        assert_eq!(cut("héllo", 2), "hé");
+    }
+}

@@ -1,0 +1,394 @@
+//! Repository navigation: the seven CodeSage tools and two resources over
+//! our own index (seed 003).
+//!
+//! Agents use `search` to find a passage and these tools to move from it to
+//! the whole file, the definitions around it and the repository's shape.
+//! Everything is read from the embedded store: whole files from its `files`
+//! table, definitions derived from its chunks' `symbol`/`section` metadata
+//! into the catalogue (`catalog.rs`), which also numbers the repositories.
+//! The tools run on the blocking pool: each is a handful of SQLite reads
+//! and, for `find_patterns`, a scan bounded by time budgets.
+
+pub mod add_repository;
+pub mod analyze;
+pub mod catalog;
+pub mod entities;
+pub mod find_patterns;
+pub mod get_file;
+pub mod list_definitions;
+pub mod ratelimit;
+pub mod reassemble;
+pub mod repos;
+pub mod schema;
+pub mod search_code;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rr_embedded::EmbeddedStore;
+use serde::Serialize;
+use serde_json::Value;
+
+use catalog::{Catalogue, NewRepository, Repository};
+use schema::{Kind, Param, ToolDef};
+
+/// The resource scheme.
+pub const SCHEME: &str = "repo-retriever";
+
+/// Operator settings of the navigation tools.
+#[derive(Debug, Clone)]
+pub struct NavConfig {
+    /// Regex time per file in `find_patterns`.
+    pub regex_file_budget: Duration,
+    /// Regex time per call in `find_patterns`.
+    pub regex_call_budget: Duration,
+    /// Let `add_repository` fetch from loopback addresses (tests only; off by
+    /// default): loopback hosts may then use a port and `http://`/`git://`.
+    pub allow_loopback_git: bool,
+    /// Time limit of the pre-flight check.
+    pub preflight_timeout: Duration,
+    /// Time limit of the clone.
+    pub clone_timeout: Duration,
+}
+
+impl Default for NavConfig {
+    fn default() -> Self {
+        NavConfig {
+            regex_file_budget: Duration::from_secs(1),
+            regex_call_budget: Duration::from_secs(10),
+            allow_loopback_git: std::env::var("REPO_RETRIEVER_ALLOW_LOOPBACK_GIT").is_ok_and(|v| v == "1"),
+            preflight_timeout: Duration::from_secs(10),
+            clone_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A tool result: JSON text, or a one-line error.
+pub type ToolResult = Result<String, String>;
+
+/// One stored file with the facts the tools report.
+#[derive(Debug, Clone)]
+pub struct FileText {
+    pub path: String,
+    pub language: String,
+    pub content: String,
+    pub line_count: usize,
+}
+
+/// A repository's files and the fingerprint they were read at.
+type CachedFiles = (String, Arc<Vec<FileText>>);
+
+/// The navigation service of one store.
+pub struct NavService {
+    dir: PathBuf,
+    store: EmbeddedStore,
+    catalogue: Mutex<Catalogue>,
+    config: NavConfig,
+    /// Whole files per repository id and fingerprint, for scans.
+    files: Mutex<HashMap<i64, CachedFiles>>,
+    /// Serialises catalogue refreshes.
+    refresh_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for NavService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NavService").field("dir", &self.dir).finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn pretty<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| "{}".into())
+}
+
+impl NavService {
+    /// Opens the catalogue beside the store and brings it up to date.
+    pub fn open(dir: &Path, store: EmbeddedStore, config: NavConfig) -> Result<Arc<Self>, String> {
+        let catalogue = Catalogue::open(dir)
+            .map_err(|e| format!("cannot open the repository catalogue in {}: {e}", dir.display()))?;
+        let service = Arc::new(NavService {
+            dir: dir.to_path_buf(),
+            store,
+            catalogue: Mutex::new(catalogue),
+            config,
+            files: Mutex::new(HashMap::new()),
+            refresh_lock: Mutex::new(()),
+        });
+        service.refresh().map_err(|e| format!("cannot read the store's repositories: {e}"))?;
+        Ok(service)
+    }
+
+    /// Opens the embedded store in `dir` and the catalogue beside it.
+    pub fn open_dir(dir: &Path, config: NavConfig) -> Result<Arc<Self>, String> {
+        let store = EmbeddedStore::open(dir).map_err(|e| format!("cannot open the store at {}: {e}", dir.display()))?;
+        Self::open(dir, store, config)
+    }
+
+    pub fn config(&self) -> &NavConfig {
+        &self.config
+    }
+
+    pub fn store(&self) -> &EmbeddedStore {
+        &self.store
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn catalogue(&self) -> std::sync::MutexGuard<'_, Catalogue> {
+        self.catalogue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers namespaces the catalogue has not seen, rebuilds the
+    /// definitions of those whose files changed, and drops repositories
+    /// whose namespace left the store (unless `add_repository` is on them).
+    pub fn refresh(&self) -> Result<(), String> {
+        let _guard = self.refresh_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let namespaces = self.store.namespaces().map_err(|e| e.to_string())?;
+        let known = self.catalogue().repositories().map_err(|e| e.to_string())?;
+        for ns in &namespaces {
+            let existing = known.iter().find(|r| r.namespace_id == ns.namespace_id);
+            let id = match existing {
+                Some(r) if r.status == "pending" || r.status == "processing" => continue,
+                Some(r) => r.id,
+                None => {
+                    if ns.organization.is_empty() {
+                        continue;
+                    }
+                    let name = format!("{}/{}", ns.organization, ns.repository);
+                    let url = (ns.organization != "local" && !ns.organization.contains('.'))
+                        .then(|| format!("https://github.com/{name}"));
+                    self.catalogue()
+                        .insert(&NewRepository {
+                            namespace_id: ns.namespace_id.clone(),
+                            organization: ns.organization.clone(),
+                            repository: ns.repository.clone(),
+                            index_branch: ns.branch.clone(),
+                            name,
+                            url,
+                            branch: Some(ns.branch.clone()),
+                            description: None,
+                            status: "processing".into(),
+                            managed: false,
+                        })
+                        .map_err(|e| e.to_string())?
+                }
+            };
+            self.rebuild(id, &ns.namespace_id, None)?;
+        }
+        for r in known {
+            if !r.managed && !namespaces.iter().any(|n| n.namespace_id == r.namespace_id) {
+                self.catalogue().delete(r.id).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuilds one repository's definitions from the store when its
+    /// fingerprint changed, and marks it completed.
+    pub(crate) fn rebuild(&self, id: i64, namespace_id: &str, note: Option<&str>) -> Result<(), String> {
+        let entries = self.store.list_files(namespace_id).map_err(|e| e.to_string())?;
+        let mut fp = String::new();
+        for e in &entries {
+            fp.push_str(&e.path);
+            fp.push('\0');
+            fp.push_str(&e.file_hash);
+            fp.push('\n');
+        }
+        let fingerprint = rr_indexer::sha256_hex(&fp);
+        let current = self.catalogue().repository(id).map_err(|e| e.to_string())?;
+        if current.as_ref().is_some_and(|r| r.status == "completed" && r.fingerprint == fingerprint) && note.is_none() {
+            return Ok(());
+        }
+        let metadata = self.store.namespace_metadata(namespace_id).map_err(|e| e.to_string())?;
+        let files = self.load_files(namespace_id, &metadata)?;
+        let texts: HashMap<&str, &str> = files.iter().map(|f| (f.path.as_str(), f.content.as_str())).collect();
+        let entities = entities::namespace_entities(&metadata, |p| texts.get(p).copied());
+        let commit = metadata.iter().map(|m| m.indexed_commit_sha.as_str()).find(|s| !s.is_empty());
+        let language = analyze::primary_language(&files);
+        let framework = analyze::framework(&files);
+        self.catalogue()
+            .complete(
+                id,
+                &entities,
+                files.len() as i64,
+                commit,
+                language.as_deref(),
+                framework.as_deref(),
+                &fingerprint,
+                note,
+            )
+            .map_err(|e| e.to_string())?;
+        self.files.lock().unwrap_or_else(PoisonError::into_inner).insert(id, (fingerprint, Arc::new(files)));
+        Ok(())
+    }
+
+    fn load_files(&self, namespace_id: &str, metadata: &[rr_core::Metadata]) -> Result<Vec<FileText>, String> {
+        let mut language: HashMap<&str, String> = HashMap::new();
+        for m in metadata {
+            language.entry(m.path.as_str()).or_insert_with(|| entities::label(m));
+        }
+        let mut out = Vec::new();
+        for entry in self.store.list_files(namespace_id).map_err(|e| e.to_string())? {
+            let Some(file) = self.store.get_file(namespace_id, &entry.path).map_err(|e| e.to_string())? else {
+                continue;
+            };
+            let lang = language.get(entry.path.as_str()).cloned().unwrap_or_else(|| extension_language(&entry.path));
+            out.push(FileText {
+                line_count: entities::lines(&file.content).len(),
+                path: entry.path,
+                language: lang,
+                content: file.content,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The stored files of a completed repository (cached per fingerprint).
+    pub(crate) fn files_of(&self, repo: &Repository) -> Result<Arc<Vec<FileText>>, String> {
+        if let Some((fp, files)) = self.files.lock().unwrap_or_else(PoisonError::into_inner).get(&repo.id)
+            && *fp == repo.fingerprint
+        {
+            return Ok(files.clone());
+        }
+        let metadata = self.store.namespace_metadata(&repo.namespace_id).map_err(|e| e.to_string())?;
+        let files = Arc::new(self.load_files(&repo.namespace_id, &metadata)?);
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(repo.id, (repo.fingerprint.clone(), files.clone()));
+        Ok(files)
+    }
+
+    /// Runs one tool call on the blocking pool. `None` when `name` is not a
+    /// navigation tool.
+    pub async fn call(self: &Arc<Self>, name: &str, arguments: Option<&Value>) -> Option<ToolResult> {
+        let def = TOOLS.iter().find(|t| t.name == name)?;
+        let args = match def.validate(arguments) {
+            Ok(a) => a,
+            Err(e) => return Some(Err(e)),
+        };
+        if name == "add_repository" {
+            return Some(add_repository::call(self.clone(), args).await);
+        }
+        let this = self.clone();
+        let name = name.to_owned();
+        let result = tokio::task::spawn_blocking(move || match name.as_str() {
+            "list_repositories" => repos::list_repositories(&this),
+            "search_code" => search_code::call(&this, &args),
+            "get_file" => get_file::call(&this, &args),
+            "list_definitions" => list_definitions::call(&this, &args),
+            "analyze_repository" => analyze::call(&this, &args),
+            "find_patterns" => find_patterns::call(&this, &args),
+            _ => Err(format!("unknown tool '{name}'")),
+        })
+        .await
+        .unwrap_or_else(|e| Err(format!("internal error: {e}")));
+        Some(result)
+    }
+}
+
+/// The language label of a file without chunks, from its extension.
+pub fn extension_language(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let ext = name.rfind('.').map(|i| name[i..].to_ascii_lowercase()).unwrap_or_default();
+    match ext.as_str() {
+        ".md" | ".markdown" | ".mdx" => "markdown".into(),
+        ".txt" | ".rst" => "text".into(),
+        _ => rr_indexer::language_for_extension(&ext).map(str::to_owned).unwrap_or_else(|| "unknown".into()),
+    }
+}
+
+const REPOSITORY_DESC: &str = "Repository: numeric ID, name (owner/name) or <host>/<path>; must be completed";
+
+/// The navigation tools, in `tools/list` order after `search`.
+pub static TOOLS: [ToolDef; 7] = [
+    ToolDef {
+        name: "list_repositories",
+        title: "List Repositories",
+        description: "List every repository in the index with its numeric ID, name, status (pending, processing, completed, failed) and size. Use it to find IDs and names for the other tools and to follow indexing progress.",
+        params: &[],
+        read_only: true,
+    },
+    ToolDef {
+        name: "search_code",
+        title: "Search Code Definitions",
+        description: "Full-text search over definitions (functions, classes, Markdown sections) of the indexed repositories, ranked by relevance, with file locations, snippets and source links. Imports are searched only when entity_type is import.",
+        params: &[
+            Param::new("query", Kind::Str, "Words or identifiers to look for; part of a camelCase name matches").required().len(1, None),
+            Param::new("repository", Kind::Str, "Only this repository: ID, name or owner/name; must be completed"),
+            Param::new("language", Kind::Str, "Exact language label, e.g. python, typescript, go, rust"),
+            Param::new("entity_type", Kind::Str, "One of function, class, import, doc_section, terraform_block").choices(&entities::ENTITY_TYPES),
+            Param::new("limit", Kind::Int, "Results per page, 1 to 50").not_null().range(1, Some(50)).default("10"),
+            Param::new("page", Kind::Int, "Zero-based page").not_null().range(0, None).default("0"),
+        ],
+        read_only: true,
+    },
+    ToolDef {
+        name: "get_file",
+        title: "Get File",
+        description: "Read one stored file with line numbers, at most 400 lines per call. Use start_line and end_line to page through longer files.",
+        params: &[
+            Param::new("repository", Kind::Str, REPOSITORY_DESC).required(),
+            Param::new("path", Kind::Str, "Exact path relative to the repository root, case-sensitive").required(),
+            Param::new("start_line", Kind::Int, "First line, 1 or more (default 1)").range(1, None),
+            Param::new("end_line", Kind::Int, "Last line, 1 or more (default: end of file)").range(1, None),
+        ],
+        read_only: true,
+    },
+    ToolDef {
+        name: "list_definitions",
+        title: "List Definitions",
+        description: "List the definitions of one repository ordered by file and line, with optional filters; total counts every match.",
+        params: &[
+            Param::new("repository", Kind::Str, REPOSITORY_DESC).required(),
+            Param::new("path_prefix", Kind::Str, "Only files whose path starts with this text (literal)"),
+            Param::new("entity_type", Kind::Str, "function, class, import, doc_section or terraform_block").choices(&entities::ENTITY_TYPES),
+            Param::new("name", Kind::Str, "Case-insensitive substring of the definition's name (literal)"),
+            Param::new("limit", Kind::Int, "At most this many definitions, 1 to 500").not_null().range(1, Some(500)).default("100"),
+        ],
+        read_only: true,
+    },
+    ToolDef {
+        name: "analyze_repository",
+        title: "Analyze Repository",
+        description: "Measured counts and layout of one repository: files, lines, definitions by type and language, top directories and largest files.",
+        params: &[Param::new("repository", Kind::Str, REPOSITORY_DESC).required()],
+        read_only: true,
+    },
+    ToolDef {
+        name: "find_patterns",
+        title: "Find Patterns",
+        description: "Find lines in the stored files matching a literal string (case-sensitive) or a regular expression, in path order. Use it to find every use of a name.",
+        params: &[
+            Param::new("repository", Kind::Str, REPOSITORY_DESC).required(),
+            Param::new("pattern", Kind::Str, "Literal text, or a regular expression when regex is true; 1 to 200 characters").required().len(1, Some(200)),
+            Param::new("regex", Kind::Bool, "Treat pattern as a regular expression (unanchored; (?i) for case-insensitive)").not_null().default("false"),
+            Param::new("path_glob", Kind::Str, "Glob matched against the whole path; * also matches /"),
+            Param::new("max_results", Kind::Int, "At most this many matches, 1 to 500").not_null().range(1, Some(500)).default("100"),
+        ],
+        read_only: true,
+    },
+    ToolDef {
+        name: "add_repository",
+        title: "Add Repository",
+        description: "Add a repository by https URL and index it in the background. Poll list_repositories until its status is completed.",
+        params: &[
+            Param::new("url", Kind::Str, "https repository URL; http:// and git@host:path are rewritten to https://; .../tree/<branch> is understood").required().len(1, None),
+            Param::new("branch", Kind::Str, "Branch to index (default: the default branch); at most 100 characters"),
+            Param::new("description", Kind::Str, "Free text note"),
+        ],
+        read_only: false,
+    },
+];
+
+/// Counts for resources and tools: a sorted map of `label → count`.
+pub(crate) fn counts<I: IntoIterator<Item = String>>(items: I) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for i in items {
+        *out.entry(i).or_insert(0) += 1;
+    }
+    out
+}
