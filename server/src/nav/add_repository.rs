@@ -149,9 +149,6 @@ pub fn parse_url(input: &str, allow_loopback: bool) -> Result<RepoUrl, String> {
         {
             return Err("Private or loopback addresses are not allowed".into());
         }
-        if !bare.contains('.') && bare.parse::<IpAddr>().is_err() {
-            return Err(invalid());
-        }
     }
     let scheme = if test_mode { scheme } else { "https" };
     let host = match (&port, test_mode) {

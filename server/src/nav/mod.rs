@@ -137,7 +137,8 @@ impl NavService {
         &self.dir
     }
 
-    pub(crate) fn catalogue(&self) -> std::sync::MutexGuard<'_, Catalogue> {
+    /// The catalogue, locked.
+    pub fn catalogue(&self) -> std::sync::MutexGuard<'_, Catalogue> {
         self.catalogue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -188,7 +189,7 @@ impl NavService {
 
     /// Rebuilds one repository's definitions from the store when its
     /// fingerprint changed, and marks it completed.
-    pub(crate) fn rebuild(&self, id: i64, namespace_id: &str, note: Option<&str>) -> Result<(), String> {
+    pub fn rebuild(&self, id: i64, namespace_id: &str, note: Option<&str>) -> Result<(), String> {
         let entries = self.store.list_files(namespace_id).map_err(|e| e.to_string())?;
         let mut fp = String::new();
         for e in &entries {

@@ -37,7 +37,7 @@ impl RateLimiter {
         }
         if q.len() >= self.per_minute as usize {
             let oldest = q.front().copied().unwrap_or(now);
-            let wait = WINDOW.saturating_sub(now.duration_since(oldest)).as_secs().max(1);
+            let wait = (WINDOW.saturating_sub(now.duration_since(oldest)).as_millis() as u64).div_ceil(1000).max(1);
             return Err(rate_limited(self.per_minute, wait));
         }
         q.push_back(now);
