@@ -239,6 +239,7 @@ pub fn preflight_error(url: &RepoUrl, stderr: &str, timed_out: bool) -> String {
         || s.contains("could not read username")
         || s.contains("not appear to be a git repository")
         || s.contains("no such repository")
+        || s.contains("not exported")
     {
         return format!("{name} was not found or is private; only public repositories are supported on {host}.");
     }

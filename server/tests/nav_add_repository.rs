@@ -1,0 +1,306 @@
+//! Issue #5: `add_repository` refusals with the loopback setting off (the
+//! default), and the whole flow — pre-flight, `pending → processing →
+//! completed`, the tools on the new repository — against `git daemon` on
+//! 127.0.0.1 with the setting on. Also the reassembly of files from the
+//! reference indexer's Chroma records.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use repo_retriever::nav::add_repository::{RepoUrl, parse_url, preflight_error};
+use repo_retriever::nav::reassemble::{missing_note, reassemble};
+use repo_retriever::nav::{NavConfig, NavService};
+use serde_json::{Value, json};
+
+async fn err(nav: &Arc<NavService>, args: Value) -> String {
+    nav.call("add_repository", Some(&args)).await.unwrap().expect_err("refused")
+}
+
+fn nav(allow: bool) -> (tempfile::TempDir, Arc<NavService>) {
+    let dir = tempfile::tempdir().unwrap();
+    let config =
+        NavConfig { allow_loopback_git: allow, preflight_timeout: Duration::from_secs(10), ..NavConfig::default() };
+    let nav = NavService::open_dir(dir.path(), config).unwrap();
+    (dir, nav)
+}
+
+#[tokio::test]
+async fn issue5_add_repository_refusals_with_the_setting_off() {
+    let (_dir, nav) = nav(false);
+    for (url, message) in [
+        (
+            "ftp://github.com/octo/demo",
+            "url: Invalid repository URL (only https is supported): ftp://github.com/octo/demo",
+        ),
+        ("git://127.0.0.1/demo.git", "url: Invalid repository URL (only https is supported): git://127.0.0.1/demo.git"),
+        ("https://user:pw@github.com/octo/demo", "url: Repository URLs must not include credentials"),
+        ("https://github.com:8443/octo/demo", "url: Repository URLs must not include a port"),
+        ("https://github.com/octo/demo?tab=readme", "url: Repository URLs must not include a query or fragment"),
+        ("https://github.com/octo/demo#readme", "url: Repository URLs must not include a query or fragment"),
+        ("https://localhost/octo/demo", "url: localhost URLs are not allowed"),
+        ("https://repo.localhost/octo/demo", "url: localhost URLs are not allowed"),
+        ("https://127.0.0.1/octo/demo", "url: Private or loopback addresses are not allowed"),
+        ("https://10.0.0.5/octo/demo", "url: Private or loopback addresses are not allowed"),
+        ("https://[::1]/octo/demo", "url: Private or loopback addresses are not allowed"),
+        ("https://169.254.169.254/latest/meta", "url: Private or loopback addresses are not allowed"),
+        (
+            "https://github.com/octo",
+            "url: Invalid repository URL (expected https://<host>/<owner>/<repo>): https://github.com/octo",
+        ),
+        (
+            "https://github.com/octo/demo/extra",
+            "url: Invalid repository URL (expected https://<host>/<owner>/<repo>): https://github.com/octo/demo/extra",
+        ),
+        // Loopback with a port is only for the test setting.
+        ("http://127.0.0.1:9418/demo/x", "url: Repository URLs must not include a port"),
+        // Names are checked on the addresses they resolve to (`vm` is 127.0.0.1 in /etc/hosts here).
+        ("https://vm/octo/demo", "Can't index vm/octo/demo: vm resolves to a private or loopback address."),
+        (
+            "https://no-such-host.invalid/octo/demo",
+            "Can't index no-such-host.invalid/octo/demo: no-such-host.invalid could not be resolved.",
+        ),
+    ] {
+        assert_eq!(err(&nav, json!({"url": url})).await, message, "{url}");
+    }
+    for branch in ["-x", "a/../b", "x\u{0}y", &"b".repeat(101)] {
+        assert_eq!(
+            err(&nav, json!({"url": "https://github.com/octo/demo", "branch": branch})).await,
+            "branch: Invalid branch name",
+            "{branch:?}"
+        );
+    }
+    assert_eq!(
+        err(&nav, json!({"url": ""})).await,
+        "Invalid arguments for 'add_repository': url must be at least 1 character"
+    );
+    assert_eq!(nav.catalogue().repositories().unwrap().len(), 0, "nothing is created when a check fails");
+}
+
+#[test]
+fn issue5_preflight_messages() {
+    let gh = parse_url("https://github.com/octo/demo", false).unwrap();
+    let gl = parse_url("https://gitlab.com/group/project", false).unwrap();
+    let e = |u: &RepoUrl, stderr: &str| preflight_error(u, stderr, false);
+    assert_eq!(
+        e(&gh, "remote: Repository not found.\nfatal: repository 'https://github.com/octo/demo/' not found"),
+        "GitHub repository octo/demo was not found. Check the URL; if it's private, the server's GITHUB_TOKEN needs access."
+    );
+    assert_eq!(
+        e(&gh, "fatal: unable to access '...': The requested URL returned error: 403"),
+        "GitHub denied access to octo/demo."
+    );
+    assert_eq!(
+        e(&gh, "fatal: unable to access '...': The requested URL returned error: 429"),
+        "GitHub's API rate limit was reached; try again in about 2 minutes."
+    );
+    assert_eq!(
+        e(&gh, "remote: invalid token\nfatal: The requested URL returned error: 401"),
+        "GitHub rejected the server's GITHUB_TOKEN; check the token configured on the repo-retriever server."
+    );
+    assert_eq!(e(&gh, "fatal: unable to access: Could not resolve host"), "Could not reach GitHub; try again.");
+    assert_eq!(preflight_error(&gh, "", true), "GitHub did not respond in time; try again.");
+    assert_eq!(
+        e(&gl, "fatal: repository 'https://gitlab.com/group/project/' not found"),
+        "gitlab.com/group/project was not found or is private; only public repositories are supported on gitlab.com."
+    );
+    assert_eq!(e(&gl, "fatal: unable to access: Connection reset"), "Could not reach gitlab.com; try again.");
+    assert_eq!(preflight_error(&gl, "", true), "gitlab.com did not respond in time; try again.");
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "git {args:?}");
+}
+
+/// A bare repository `demo/widgets.git` (branches main and dev), an empty
+/// one `demo/empty.git`, served by `git daemon` on 127.0.0.1.
+fn serve_git(base: &Path) -> (Daemon, u16) {
+    let work = base.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus");
+    for sub in ["src", "py/widgets", "internal/store"] {
+        std::fs::create_dir_all(work.join(sub)).unwrap();
+    }
+    for f in ["README.md", "src/lib.rs", "py/widgets/client.py", "internal/store/store.go"] {
+        std::fs::copy(corpus.join(f), work.join(f)).unwrap();
+    }
+    // Over the 1 MB limit: left out, and said so.
+    std::fs::write(work.join("big.txt"), "x".repeat(1024 * 1024)).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "-q", "-m", "init"]);
+    git(&work, &["branch", "dev"]);
+    std::fs::create_dir_all(base.join("srv/demo")).unwrap();
+    git(base, &["clone", "-q", "--bare", work.to_str().unwrap(), "srv/demo/widgets.git"]);
+    git(base, &["init", "-q", "--bare", "srv/demo/empty.git"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new("git")
+        .args([
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--listen=127.0.0.1",
+            &format!("--port={port}"),
+            &format!("--base-path={}", base.join("srv").display()),
+            &base.join("srv").display().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "git daemon did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Daemon(child), port)
+}
+
+#[tokio::test]
+async fn issue5_add_repository_end_to_end_against_a_loopback_git_server() {
+    let base = tempfile::tempdir().unwrap();
+    let (_daemon, port) = serve_git(base.path());
+    let url = format!("git://127.0.0.1:{port}/demo/widgets.git");
+
+    // Off (the default): the loopback server is refused.
+    let (_d0, off) = nav(false);
+    assert_eq!(
+        err(&off, json!({"url": url})).await,
+        format!("url: Invalid repository URL (only https is supported): {url}")
+    );
+
+    let (_dir, nav) = nav(true);
+    let name = format!("127.0.0.1:{port}/demo/widgets");
+    assert_eq!(
+        err(&nav, json!({"url": url, "branch": "nope"})).await,
+        format!("Branch 'nope' does not exist in {name}.")
+    );
+    assert_eq!(
+        err(&nav, json!({"url": format!("git://127.0.0.1:{port}/demo/empty.git")})).await,
+        format!("127.0.0.1:{port}/demo/empty is empty; there is nothing to index.")
+    );
+    assert_eq!(
+        err(&nav, json!({"url": format!("git://127.0.0.1:{port}/demo/missing.git")})).await,
+        format!(
+            "127.0.0.1:{port}/demo/missing was not found or is private; only public repositories are supported on 127.0.0.1."
+        )
+    );
+    let text = nav.call("add_repository", Some(&json!({"url": url, "description": "demo"}))).await.unwrap().unwrap();
+    let added: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        added,
+        json!({"repository_id": 1, "name": name, "status": "pending", "message": "Indexing started; check list_repositories for progress."})
+    );
+    assert_eq!(err(&nav, json!({"url": url})).await, format!("{name} is already added as repository 1."));
+
+    // Poll until it completes; it passes through processing.
+    let started = Instant::now();
+    let repo = loop {
+        let list: Value =
+            serde_json::from_str(&nav.call("list_repositories", Some(&json!({}))).await.unwrap().unwrap()).unwrap();
+        let repo = list["repositories"][0].clone();
+        match repo["status"].as_str().unwrap() {
+            "completed" => break repo,
+            "failed" => panic!("indexing failed: {repo}"),
+            _ => {
+                assert!(started.elapsed() < Duration::from_secs(120), "{repo}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(repo["total_files"], 4);
+    assert_eq!(repo["branch"], Value::Null, "the default branch");
+    assert_eq!(repo["commit_sha"].as_str().unwrap().len(), 40);
+    assert_eq!(repo["error_message"], "Partially indexed: 1 files of 1 MB or more skipped");
+
+    let r: Value = serde_json::from_str(
+        &nav.call("list_definitions", Some(&json!({"repository": name, "entity_type": "class"})))
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(r["total"].as_i64().unwrap() >= 3, "{r}");
+    let r: Value = serde_json::from_str(
+        &nav.call("get_file", Some(&json!({"repository": "1", "path": "src/lib.rs", "end_line": 2})))
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r["end_line"], 2);
+    // Other hosts have no known link format.
+    let r: Value = serde_json::from_str(
+        &nav.call("search_code", Some(&json!({"query": "parse_color", "repository": "1"}))).await.unwrap().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r["results"][0]["url"], Value::Null);
+
+    // A named branch is a separate repository.
+    let text = nav.call("add_repository", Some(&json!({"url": format!("{url}"), "branch": "dev"}))).await.unwrap();
+    assert_eq!(text.unwrap_err(), format!("{name} is already added as repository 1."), "same URL");
+}
+
+fn chunks() -> Vec<rr_core::Chunk> {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/records.jsonl")).unwrap();
+    text.lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            rr_core::Chunk {
+                id: v["id"].as_str().unwrap().into(),
+                document: v["document"].as_str().unwrap().into(),
+                metadata: rr_core::Metadata::from_map(v["metadata"].as_object().unwrap().clone()),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn issue5_files_reassembled_from_chroma_records() {
+    let chunks = chunks();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus");
+    let mut paths: Vec<String> = chunks.iter().map(|c| c.metadata.path.clone()).collect();
+    paths.dedup();
+    for path in &paths {
+        let r = reassemble(path, &chunks);
+        let raw = std::fs::read(corpus.join(path)).unwrap();
+        let text = String::from_utf8(raw).unwrap().replace("\r\n", "\n");
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        assert_eq!(r.content.trim_end(), text.trim_end(), "{path}");
+        assert_eq!(missing_note(&r), None, "{path}");
+    }
+    // A lost record: its lines are reported, not invented.
+    let without: Vec<rr_core::Chunk> = chunks
+        .iter()
+        .filter(|c| !(c.metadata.path == "internal/store/store.go" && c.metadata.chunk_index == 3))
+        .cloned()
+        .collect();
+    let r = reassemble("internal/store/store.go", &without);
+    assert_eq!(r.missing_lines, vec![(22, 30)]);
+    assert_eq!(
+        missing_note(&r).unwrap(),
+        "Lines 22-30 of internal/store/store.go could not be recovered from the index."
+    );
+}
