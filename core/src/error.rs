@@ -57,6 +57,14 @@ pub enum SearchError {
     /// The running total of reranking documents passed the request cap.
     #[error("reranking request is {size} bytes, exceeding rerank-max-request-bytes of {max}")]
     RerankRequestTooLarge { size: usize, max: usize },
+    /// Federated search: every store asked failed; `(store, reason)` each.
+    #[error("every store failed: {}", .0.iter().map(|(s, r)| format!("`{s}`: {r}")).collect::<Vec<_>>().join("; "))]
+    AllStoresFailed(Vec<(String, String)>),
+    /// A store's vectors and its embedder's do not have the same length.
+    #[error(
+        "store \"{store}\" holds {store_dimension}-dimensional vectors but its embedder \"{model}\" makes {embedder_dimension}-dimensional ones"
+    )]
+    DimensionMismatch { store: String, model: String, store_dimension: usize, embedder_dimension: usize },
 }
 
 impl SearchError {

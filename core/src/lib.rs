@@ -11,17 +11,21 @@
 //! backends depend on it, never the other way round.
 
 pub mod error;
+pub mod federated;
 pub mod filter;
 pub mod pipeline;
 pub mod record;
+pub mod registry;
 pub mod render;
 pub mod request;
 pub mod select;
 pub mod traits;
 
 pub use error::{BackendError, SearchError};
+pub use federated::{FederatedEngine, FederatedStore, SourcePattern};
 pub use filter::{PathGlob, SearchFilter};
-pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine};
+pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome, SkippedStore};
 pub use record::{Candidate, Chunk, Metadata};
+pub use registry::{FactoryContext, FactoryError, PluginKind, Registry, RegistryError};
 pub use request::{SearchArgs, SearchRequest, ValidationError};
 pub use traits::{CallContext, EmbeddedChunk, Embedder, IndexStore, Reranker, VectorQuery, VectorStore};

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::SearchError;
+use crate::federated::FederatedEngine;
 use crate::record::Candidate;
 use crate::request::SearchRequest;
 use crate::select::{clean_document, select};
@@ -44,13 +45,30 @@ impl Default for RerankOptions {
     }
 }
 
-/// One search configuration: an embedder, a store and an optional reranker.
+/// A store left out of a federated search, and why (already client-safe).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedStore {
+    pub store: String,
+    pub reason: String,
+}
+
+/// The selected results, and the stores a federated search had to skip.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchOutcome {
+    pub results: Vec<Candidate>,
+    pub skipped: Vec<SkippedStore>,
+}
+
+/// One search configuration: an embedder, a store and an optional reranker;
+/// or several stores searched as one ([`SearchEngine::federated`]).
 #[derive(Clone)]
 pub struct SearchEngine {
     embedder: Arc<dyn Embedder>,
     store: Arc<dyn VectorStore>,
     reranker: Option<Arc<dyn Reranker>>,
     options: PipelineOptions,
+    /// When set, searches go through it and the fields above describe its first store.
+    federated: Option<Arc<FederatedEngine>>,
 }
 
 impl std::fmt::Debug for SearchEngine {
@@ -60,6 +78,7 @@ impl std::fmt::Debug for SearchEngine {
             .field("store", &self.store.name())
             .field("reranker", &self.reranker.as_ref().map(|r| r.name().to_owned()))
             .field("options", &self.options)
+            .field("federated", &self.federated)
             .finish()
     }
 }
@@ -71,11 +90,44 @@ impl SearchEngine {
         reranker: Option<Arc<dyn Reranker>>,
         options: PipelineOptions,
     ) -> Self {
-        SearchEngine { embedder, store, reranker, options }
+        SearchEngine { embedder, store, reranker, options, federated: None }
+    }
+
+    /// An engine over several stores (see [`crate::federated`]). Panics when
+    /// `engine` has no store: the configuration loader refuses that earlier.
+    pub fn federated(engine: FederatedEngine) -> Self {
+        let first = engine.stores().first().expect("a federation has at least one store");
+        SearchEngine {
+            embedder: first.embedder.clone(),
+            store: first.store.clone(),
+            reranker: None,
+            options: PipelineOptions::default(),
+            federated: Some(Arc::new(engine)),
+        }
+    }
+
+    /// The federation behind this engine, if it is one.
+    pub fn federation(&self) -> Option<&FederatedEngine> {
+        self.federated.as_deref()
+    }
+
+    /// Like [`search`](Self::search), also reporting skipped stores.
+    pub async fn search_outcome(
+        &self,
+        request: &SearchRequest,
+        ctx: &CallContext,
+    ) -> Result<SearchOutcome, SearchError> {
+        if let Some(federated) = &self.federated {
+            return federated.search(request, ctx).await;
+        }
+        Ok(SearchOutcome { results: self.search(request, ctx).await?, skipped: Vec::new() })
     }
 
     /// Candidates fetched for `limit` results.
     pub fn candidate_count(&self, limit: usize) -> usize {
+        if let Some(federated) = &self.federated {
+            return federated.candidate_count(limit);
+        }
         if self.reranker.is_some() {
             (limit * self.options.rerank.candidate_multiplier).min(self.options.rerank.max_candidates)
         } else {
@@ -85,34 +137,40 @@ impl SearchEngine {
 
     /// Runs the pipeline and returns the selected results in display order.
     pub async fn search(&self, request: &SearchRequest, ctx: &CallContext) -> Result<Vec<Candidate>, SearchError> {
+        if let Some(federated) = &self.federated {
+            return federated.search(request, ctx).await.map(|o| o.results);
+        }
         let input = [format!("{}{}", self.options.query_prefix, request.query)];
         let embedding = self.embedder.embed(&input, ctx).await?.swap_remove(0);
         let query =
             VectorQuery { embedding, n_results: self.candidate_count(request.limit), filter: request.filter.clone() };
         let mut candidates = self.store.query(&query, ctx).await?;
         if let Some(reranker) = &self.reranker {
-            candidates = self.rerank(reranker.as_ref(), &request.query, candidates, ctx).await?;
+            candidates =
+                rerank_candidates(reranker.as_ref(), &self.options.rerank, &request.query, candidates, ctx).await?;
         }
         Ok(select(candidates, request.limit))
     }
+}
 
-    async fn rerank(
-        &self,
-        reranker: &dyn Reranker,
-        query: &str,
-        candidates: Vec<Candidate>,
-        ctx: &CallContext,
-    ) -> Result<Vec<Candidate>, SearchError> {
-        if candidates.len() < 2 {
-            return Ok(candidates);
-        }
-        let documents = rerank_documents(&candidates, &self.options.rerank)?;
-        let scores = reranker.rerank(query, &documents, ctx).await?;
-        let mut scored: Vec<(f64, Candidate)> = scores.into_iter().zip(candidates).collect();
-        // Stable, highest first; NaN sorts last rather than poisoning the order.
-        scored.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or_else(|| a.0.is_nan().cmp(&b.0.is_nan())));
-        Ok(scored.into_iter().map(|(_, c)| c).collect())
+/// Reorders `candidates` by the reranker's scores, stably, highest first.
+/// Shared by the one-store and the federated engines.
+pub async fn rerank_candidates(
+    reranker: &dyn Reranker,
+    caps: &RerankOptions,
+    query: &str,
+    candidates: Vec<Candidate>,
+    ctx: &CallContext,
+) -> Result<Vec<Candidate>, SearchError> {
+    if candidates.len() < 2 {
+        return Ok(candidates);
     }
+    let documents = rerank_documents(&candidates, caps)?;
+    let scores = reranker.rerank(query, &documents, ctx).await?;
+    let mut scored: Vec<(f64, Candidate)> = scores.into_iter().zip(candidates).collect();
+    // Stable, highest first; NaN sorts last rather than poisoning the order.
+    scored.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or_else(|| a.0.is_nan().cmp(&b.0.is_nan())));
+    Ok(scored.into_iter().map(|(_, c)| c).collect())
 }
 
 /// The reranker's view of each candidate, checked against the byte caps

@@ -31,6 +31,12 @@ pub trait Embedder: Send + Sync {
 
     /// Embeds `inputs` in one request where the backend allows it.
     async fn embed(&self, inputs: &[String], ctx: &CallContext) -> Result<Vec<Vec<f32>>, BackendError>;
+
+    /// The length of every vector, when known without asking the model.
+    /// Callers that need the truth use the length of an actual embedding.
+    fn dimension(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// One nearest-neighbour query.
@@ -55,6 +61,13 @@ pub trait VectorStore: Send + Sync {
 
     /// The `n_results` closest chunks that pass the filter.
     async fn query(&self, query: &VectorQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError>;
+
+    /// The dimension of the stored vectors, when the store knows it (an
+    /// empty store may not). Multi-store search checks it against the
+    /// embedder's once, before the first query.
+    async fn dimension(&self, _ctx: &CallContext) -> Result<Option<usize>, BackendError> {
+        Ok(None)
+    }
 }
 
 /// Scores documents against a query.

@@ -35,6 +35,7 @@
 //! order in which it learns the server's batch limit.
 
 mod index;
+mod registry;
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 

@@ -65,6 +65,7 @@
 mod error;
 mod fts;
 mod index;
+mod registry;
 mod schema;
 
 use std::collections::HashMap;

@@ -19,6 +19,7 @@
 //! vector `e0`. Vectors written by that server and by this crate are therefore
 //! interchangeable, which the fixture test pins for all 89 records.
 
+mod registry;
 mod tokens;
 
 use std::collections::HashMap;

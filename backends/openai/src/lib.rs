@@ -11,6 +11,8 @@
 //! when the server gives indices (they must then name every input once), and
 //! taken in response order when it gives none.
 
+mod registry;
+
 use async_trait::async_trait;
 use rr_core::{BackendError, CallContext, Embedder};
 use rr_http::gojson::{f32_list, null_as_default};

@@ -7,6 +7,8 @@
 //! words instead. Scores are returned in document order; sorting is the
 //! pipeline's business.
 
+mod registry;
+
 use async_trait::async_trait;
 use rr_core::{BackendError, CallContext, Reranker};
 use rr_http::gojson::{f64_or_zero, null_as_default};
