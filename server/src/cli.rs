@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 /// Words that select a subcommand when they come first.
-pub const SUBCOMMANDS: [&str; 3] = ["index", "search", "serve"];
+pub const SUBCOMMANDS: [&str; 4] = ["index", "search", "serve", "plugins"];
 
 #[derive(Debug, Parser)]
 #[command(name = "repo-retriever", version, about = "Repository search for AI agents over MCP")]
@@ -24,6 +24,15 @@ pub enum Command {
     Search(SearchCmd),
     /// Serve the MCP `search` tool over the embedded store (stdio, or HTTP with --http).
     Serve(ServeCmd),
+    /// List the registered store, embedder and reranker kinds (name, kind, origin).
+    Plugins(PluginsCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct PluginsCmd {
+    /// Also load the dynamic plugins this stores file lists.
+    #[arg(long)]
+    pub stores: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -125,6 +134,9 @@ pub struct ServeCmd {
     /// Serve Streamable HTTP on this address or port instead of stdio.
     #[arg(long)]
     pub http: Option<String>,
+    /// Search the named stores of this TOML/YAML file as one, instead of the embedded store.
+    #[arg(long, conflicts_with = "store")]
+    pub stores: Option<PathBuf>,
     /// Tools to expose: `search` alone (as the drop-in), or `all` (search plus the navigation tools and resources).
     #[arg(long, value_parser = ["search", "all"], default_value = "all")]
     pub tools: String,
@@ -219,8 +231,17 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             }
             Ok(!is_error)
         }
+        Command::Plugins(args) => {
+            let file = args.stores.as_deref().map(crate::stores::read).transpose().map_err(|e| e.to_string())?;
+            let registry = crate::stores::registry(file.as_ref()).map_err(|e| e.to_string())?;
+            print!("{}", crate::stores::list(&registry));
+            Ok(true)
+        }
         Command::Serve(args) => {
-            let engine = crate::local::engine(&args.store.dir()).map_err(|e| e.to_string())?;
+            let engine = match &args.stores {
+                Some(file) => crate::stores::engine(file).map_err(|e| e.to_string())?,
+                None => crate::local::engine(&args.store.dir()).map_err(|e| e.to_string())?,
+            };
             let mut service = crate::protocol::McpService::new(engine, crate::app::NAME, crate::app::version_line());
             if args.tools == "all" {
                 let mut config = crate::nav::NavConfig::default();

@@ -14,5 +14,6 @@ pub mod local;
 pub mod nav;
 pub mod protocol;
 pub mod stdio;
+pub mod stores;
 pub mod tool;
 pub mod wire;

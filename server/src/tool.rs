@@ -1,7 +1,8 @@
 //! The `search` tool: its advertised definition and one call's execution.
 
+use rr_core::federated::skipped_line;
 use rr_core::render::render;
-use rr_core::{CallContext, SearchArgs, SearchEngine};
+use rr_core::{CallContext, SearchArgs, SearchEngine, SearchOutcome};
 use serde::Serialize;
 
 pub const TOOL_NAME: &str = "search";
@@ -76,9 +77,17 @@ pub async fn call(engine: &SearchEngine, args: SearchArgs, ctx: &CallContext) ->
             return ToolOutcome { text, is_error: true, log };
         }
     };
-    match engine.search(&request, ctx).await {
-        Ok(results) => {
-            let text = render(&results, &request.source);
+    match engine.search_outcome(&request, ctx).await {
+        Ok(SearchOutcome { results, skipped }) => {
+            let mut text = render(&results, &request.source);
+            if !skipped.is_empty() {
+                // Federated search only: one line at the end names what is missing.
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                text.push('\n');
+                text.push_str(&skipped_line(&skipped));
+            }
             log.outcome = "success";
             log.response_content_bytes = text.len();
             log.documents_found = Some(results.len());

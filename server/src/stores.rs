@@ -1,0 +1,339 @@
+//! `serve --stores <file>`: several named stores searched as one.
+//!
+//! The file (TOML, or YAML for `.yaml`/`.yml`) is layered with `figment`:
+//! the file first, then environment variables `RR_CONFIG__<KEY>__<KEY>`
+//! (e.g. `RR_CONFIG__STORES__DOCS__TIMEOUT_SECS=5`). It is independent of the
+//! drop-in flags, environment and YAML, which keep their meaning.
+//!
+//! ```toml
+//! plugins = ["/opt/rr/libmy_reranker.so"]   # dynamic plugins, loaded in order
+//! retry_attempts = 3                         # per backend request
+//! request_timeout_secs = 120                 # per attempt
+//!
+//! [reranker]                                 # optional: reranks the fused list
+//! kind = "openai"
+//! api_url = "http://localhost:8080"
+//! model = "bge-reranker"
+//! api_key_env = "RERANK_API_KEY"
+//!
+//! [stores.widgets]
+//! kind = "chroma"                            # a registered store kind
+//! url = "http://localhost:8000"
+//! collection = "acme-widgets"
+//! token_env = "CHROMA_TOKEN"                 # secrets: environment only
+//! sources = ["acme/*"]                       # optional: what the store can hold
+//! timeout_secs = 10                          # optional, default 30
+//! query_prefix = "query: "                   # optional, default "query: "
+//! [stores.widgets.embedder]                  # every store has its own
+//! kind = "openai"
+//! api_url = "http://localhost:8081"
+//! model = "e5-small"
+//! [stores.widgets.reranker]                  # optional: reorders this store's list before fusion
+//! kind = "boost"
+//! ```
+//!
+//! Unknown keys and kinds are errors naming the key (with its store) and
+//! listing the valid choices. Secrets are only ever read from environment
+//! variables named in the file, and never printed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Toml, Yaml};
+use rr_core::federated::{DEFAULT_STORE_TIMEOUT, FederatedStore, SourcePattern};
+use rr_core::registry::{FactoryContext, Registry};
+use rr_core::{Embedder, FederatedEngine, RerankOptions, SearchEngine};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// A store, embedder or reranker section: its kind and the factory's settings.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Component {
+    pub kind: String,
+    #[serde(flatten)]
+    pub settings: Map<String, Value>,
+}
+
+/// One `[stores.<name>]` section.
+#[derive(Debug, Clone, Deserialize)]
+pub struct StoreSection {
+    pub kind: String,
+    pub embedder: Component,
+    #[serde(default)]
+    pub reranker: Option<Component>,
+    #[serde(default)]
+    pub sources: Option<Vec<String>>,
+    #[serde(default)]
+    pub timeout_secs: Option<f64>,
+    #[serde(default)]
+    pub query_prefix: Option<String>,
+    /// Everything else goes to the store's factory, which refuses unknown keys.
+    #[serde(flatten)]
+    pub settings: Map<String, Value>,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoresFile {
+    #[serde(default)]
+    pub plugins: Vec<PathBuf>,
+    #[serde(default)]
+    pub retry_attempts: Option<u32>,
+    #[serde(default)]
+    pub request_timeout_secs: Option<f64>,
+    #[serde(default)]
+    pub reranker: Option<Component>,
+    #[serde(default)]
+    pub rerank_candidate_multiplier: Option<usize>,
+    #[serde(default)]
+    pub rerank_max_candidates: Option<usize>,
+    #[serde(default)]
+    pub stores: BTreeMap<String, StoreSection>,
+}
+
+/// A configuration problem, worded for the operator.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StoresError(pub String);
+
+fn err(message: impl Into<String>) -> StoresError {
+    StoresError(message.into())
+}
+
+/// Reads and layers the file (see the module docs).
+pub fn read(path: &Path) -> Result<StoresFile, StoresError> {
+    if !path.is_file() {
+        return Err(err(format!("stores file {}: not found", path.display())));
+    }
+    let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
+    let figment = if yaml { Figment::from(Yaml::file(path)) } else { Figment::from(Toml::file(path)) };
+    figment
+        .merge(Env::prefixed("RR_CONFIG__").split("__"))
+        .extract()
+        .map_err(|e| err(format!("stores file {}: {}", path.display(), one_line(&e))))
+}
+
+fn one_line(e: &figment::Error) -> String {
+    e.clone().into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
+}
+
+fn secs(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, StoresError> {
+    match value {
+        None => Ok(default),
+        Some(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v)),
+        Some(v) => Err(err(format!("{key}: must be a positive number of seconds, not {v}"))),
+    }
+}
+
+/// The factory context the file describes.
+pub fn context(file: &StoresFile) -> Result<FactoryContext, StoresError> {
+    let mut ctx = FactoryContext::new(crate::app::user_agent());
+    if let Some(n) = file.retry_attempts {
+        ctx.retry_attempts = n.max(1);
+    }
+    ctx.request_timeout = secs("request_timeout_secs", file.request_timeout_secs, ctx.request_timeout)?;
+    Ok(ctx)
+}
+
+/// Builds the federated engine the file describes, with `registry`'s kinds.
+pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Result<SearchEngine, StoresError> {
+    if file.stores.is_empty() {
+        return Err(err("stores file: no [stores.<name>] section"));
+    }
+    let mut embedders: Vec<(String, Arc<dyn Embedder>)> = Vec::new();
+    let mut stores = Vec::with_capacity(file.stores.len());
+    for (name, section) in &file.stores {
+        let at = |e: &dyn std::fmt::Display| err(format!("stores.{name}: {e}"));
+        let store = registry.store(&section.kind, &Value::Object(section.settings.clone()), ctx).map_err(|e| at(&e))?;
+        // One instance per distinct embedder section, so a query is embedded once per model.
+        let key = format!("{}\u{0}{}", section.embedder.kind, Value::Object(section.embedder.settings.clone()));
+        let embedder = match embedders.iter().find(|(k, _)| *k == key) {
+            Some((_, e)) => e.clone(),
+            None => {
+                let e = registry
+                    .embedder(&section.embedder.kind, &Value::Object(section.embedder.settings.clone()), ctx)
+                    .map_err(|e| err(format!("stores.{name}.embedder: {e}")))?;
+                embedders.push((key, e.clone()));
+                e
+            }
+        };
+        let mut entry = FederatedStore::new(name.clone(), store, embedder);
+        entry.model = section
+            .embedder
+            .settings
+            .get("model")
+            .and_then(Value::as_str)
+            .map_or_else(|| section.embedder.kind.clone(), str::to_owned);
+        if let Some(prefix) = &section.query_prefix {
+            entry.query_prefix = prefix.clone();
+        }
+        entry.timeout = secs(&format!("stores.{name}.timeout_secs"), section.timeout_secs, DEFAULT_STORE_TIMEOUT)?;
+        if let Some(sources) = &section.sources {
+            entry.sources =
+                Some(sources.iter().map(|s| SourcePattern::parse(s)).collect::<Result<_, _>>().map_err(|e| at(&e))?);
+        }
+        if let Some(r) = &section.reranker {
+            entry.reranker = Some(
+                registry
+                    .reranker(&r.kind, &Value::Object(r.settings.clone()), ctx)
+                    .map_err(|e| err(format!("stores.{name}.reranker: {e}")))?,
+            );
+        }
+        stores.push(entry);
+    }
+    let reranker = match &file.reranker {
+        Some(r) => Some(
+            registry
+                .reranker(&r.kind, &Value::Object(r.settings.clone()), ctx)
+                .map_err(|e| err(format!("reranker: {e}")))?,
+        ),
+        None => None,
+    };
+    let mut rerank = RerankOptions::default();
+    if let Some(m) = file.rerank_candidate_multiplier {
+        rerank.candidate_multiplier = m.max(1);
+    }
+    if let Some(m) = file.rerank_max_candidates {
+        rerank.max_candidates = m.max(1);
+    }
+    Ok(SearchEngine::federated(FederatedEngine::new(stores, reranker, rerank)))
+}
+
+/// The built-in registry plus the file's dynamic plugins.
+pub fn registry(file: Option<&StoresFile>) -> Result<Registry, StoresError> {
+    let mut registry = Registry::builtin().map_err(|e| err(e.to_string()))?;
+    for path in file.map(|f| f.plugins.as_slice()).unwrap_or_default() {
+        for entry in rr_plugins::load(path).map_err(|e| err(e.to_string()))? {
+            registry.add(entry).map_err(|e| err(e.to_string()))?;
+        }
+    }
+    Ok(registry)
+}
+
+/// Reads `path` and builds its engine.
+pub fn engine(path: &Path) -> Result<SearchEngine, StoresError> {
+    let file = read(path)?;
+    let registry = registry(Some(&file))?;
+    build(&file, &registry, &context(&file)?)
+}
+
+/// `repo-retriever plugins`: one line per factory, `kind  name  origin`.
+pub fn list(registry: &Registry) -> String {
+    let rows: Vec<(String, String, String)> =
+        registry.entries().map(|e| (e.factory.kind().to_string(), e.name.clone(), e.origin.clone())).collect();
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(4);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(4);
+    let mut out = format!("{:w0$}  {:w1$}  ORIGIN\n", "KIND", "NAME");
+    for (kind, name, origin) in rows {
+        out.push_str(&format!("{kind:w0$}  {name:w1$}  {origin}\n"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, body: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        (dir, path)
+    }
+
+    fn build_err(name: &str, body: &str) -> String {
+        let (_dir, path) = write(name, body);
+        match read(&path) {
+            Err(e) => e.to_string(),
+            Ok(file) => {
+                let reg = registry(Some(&file)).unwrap();
+                build(&file, &reg, &context(&file).unwrap()).err().map(|e| e.to_string()).unwrap_or_default()
+            }
+        }
+    }
+
+    const TWO: &str = r#"
+[stores.a]
+kind = "chroma"
+url = "http://127.0.0.1:1"
+collection = "a"
+sources = ["acme/*"]
+[stores.a.embedder]
+kind = "hash"
+[stores.b]
+kind = "chroma"
+url = "http://127.0.0.1:1"
+collection = "b"
+timeout_secs = 2.5
+[stores.b.embedder]
+kind = "hash"
+"#;
+
+    #[test]
+    fn builds_two_stores_sharing_one_embedder() {
+        let (_dir, path) = write("s.toml", TWO);
+        let engine = engine(&path).unwrap();
+        let fed = engine.federation().unwrap();
+        assert_eq!(fed.stores().len(), 2);
+        assert!(Arc::ptr_eq(&fed.stores()[0].embedder, &fed.stores()[1].embedder));
+        assert_eq!(fed.stores()[1].timeout, Duration::from_millis(2500));
+        assert_eq!(fed.stores()[0].model, "hash");
+    }
+
+    #[test]
+    fn yaml_works_too() {
+        let yaml =
+            "stores:\n  a:\n    kind: embedded\n    path: /nonexistent\n    embedder: {kind: hash, dimension: 8}\n";
+        assert_eq!(build_err("s.yaml", yaml), "stores.a: store \"embedded\": path: /nonexistent is not a store folder");
+    }
+
+    #[test]
+    fn unknown_keys_and_kinds_name_the_key_and_list_choices() {
+        let typo = TWO.replace("collection = \"b\"", "colection = \"b\"");
+        assert_eq!(
+            build_err("s.toml", &typo),
+            "stores.b: store \"chroma\": unknown field `colection`, expected one of `url`, `tenant`, `database`, `collection`, `token_env`"
+        );
+        let kind =
+            TWO.replace("kind = \"chroma\"\nurl = \"http://127.0.0.1:1\"\ncollection = \"b\"", "kind = \"chromadb\"");
+        let msg = build_err("s.toml", &kind);
+        assert!(msg.starts_with("stores.b: unknown store kind \"chromadb\"; valid kinds: chroma, embedded"), "{msg}");
+        let emb = TWO.replacen("kind = \"hash\"", "kind = \"hsh\"", 1);
+        let msg = build_err("s.toml", &emb);
+        assert!(
+            msg.starts_with("stores.a.embedder: unknown embedder kind \"hsh\"; valid kinds: hash, openai"),
+            "{msg}"
+        );
+        let top = format!("colour = 1\n{TWO}");
+        let msg = build_err("s.toml", &top);
+        assert!(msg.contains("unknown field: found `colour`, expected `one of"), "{msg}");
+        let secret =
+            TWO.replacen("kind = \"hash\"", "kind = \"openai\"\napi_url = \"x\"\nmodel = \"m\"\napi_key = \"sk-1\"", 1);
+        let msg = build_err("s.toml", &secret);
+        assert!(msg.contains("unknown field `api_key`, expected one of `api_url`, `model`, `api_key_env`"), "{msg}");
+        assert!(!msg.contains("sk-1"));
+    }
+
+    #[test]
+    fn missing_secret_names_the_variable_only() {
+        let body =
+            TWO.replacen("collection = \"a\"", "collection = \"a\"\ntoken_env = \"RR_TEST_SURELY_UNSET_TOKEN\"", 1);
+        assert_eq!(
+            build_err("s.toml", &body),
+            "stores.a: store \"chroma\": token_env: environment variable RR_TEST_SURELY_UNSET_TOKEN is not set or empty"
+        );
+    }
+
+    #[test]
+    fn builtins_are_listed() {
+        let listing = list(&Registry::builtin().unwrap());
+        for row in ["store     chroma", "store     embedded", "embedder  hash", "embedder  openai", "reranker  openai"]
+        {
+            assert!(listing.contains(row), "{row} in\n{listing}");
+        }
+    }
+}
