@@ -87,6 +87,10 @@ pub struct IndexArgs {
     /// Write the list of record ids to this file.
     #[arg(long)]
     pub output_manifest: Option<PathBuf>,
+    /// Embedder of a new store: hash (lexical, built in) or minilm (all-MiniLM-L6-v2, see rr-minilm's
+    /// locate()) [default: hash]. An existing store keeps the one it was created with.
+    #[arg(long, value_parser = ["hash", "minilm"], conflicts_with = "chroma_url")]
+    pub embedder: Option<String>,
     #[command(flatten)]
     pub chroma: ChromaArgs,
 }
@@ -181,6 +185,9 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             options.selection.exclude_extensions = args.exclude_extensions.clone();
             options.chunking.chunk_size = args.chunk_size;
             options.chunking.chunk_overlap = args.chunk_overlap;
+            if let Some(name) = &args.embedder {
+                crate::local::choose_embedder(&args.store.dir(), name, args.dry_run).map_err(|e| e.to_string())?;
+            }
             let mut request = crate::local::IndexRequest {
                 root: args.dir.clone(),
                 store: args.store.dir(),

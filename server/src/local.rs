@@ -88,7 +88,55 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
         "hash" => HashEmbedder::new(settings.dimension)
             .map(|e| Arc::new(e) as Arc<dyn Embedder>)
             .ok_or_else(|| LocalError::new(format!("invalid hash embedder dimension {}", settings.dimension))),
-        other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: hash"))),
+        "minilm" => {
+            let failed = |e: rr_minilm::MiniLmError| LocalError::new(format!("cannot load the minilm embedder: {e}"));
+            let embedder = rr_minilm::MiniLmEmbedder::from_dir(rr_minilm::locate().map_err(failed)?).map_err(failed)?;
+            if embedder.dimension() != settings.dimension {
+                return Err(LocalError::new(format!(
+                    "the minilm model at {} makes {}-dimensional vectors, the store expects {}",
+                    embedder.dir().display(),
+                    embedder.dimension(),
+                    settings.dimension
+                )));
+            }
+            Ok(Arc::new(embedder))
+        }
+        other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
+    }
+}
+
+/// The embedders a new embedded store can be created with.
+pub const EMBEDDERS: &str = "hash, minilm";
+
+/// Applies `index --embedder NAME`. A new store is created with that embedder
+/// (loaded once here, so a missing model fails before anything is written;
+/// the settings are written unless `dry_run`). An existing store keeps the
+/// embedder it was created with: asking for another is an error.
+pub fn choose_embedder(store_dir: &Path, name: &str, dry_run: bool) -> Result<(), LocalError> {
+    let wanted = match name {
+        "hash" => StoreSettings::default(),
+        "minilm" => {
+            StoreSettings { embedder: name.into(), dimension: rr_minilm::DIMENSION, ..StoreSettings::default() }
+        }
+        other => return Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
+    };
+    match read_settings(store_dir)? {
+        Some(existing) if existing.embedder != wanted.embedder => Err(LocalError::new(format!(
+            "the store at {} was created with the \"{}\" embedder, not \"{name}\": a store keeps its embedder \
+             (index into another --store to use \"{name}\")",
+            store_dir.display(),
+            existing.embedder
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            embedder_for(&wanted)?;
+            if dry_run {
+                return Ok(());
+            }
+            std::fs::create_dir_all(store_dir)
+                .map_err(|e| LocalError::new(format!("cannot create the store folder {}: {e}", store_dir.display())))?;
+            write_settings(store_dir, &wanted)
+        }
     }
 }
 

@@ -201,3 +201,34 @@ async fn issue4_index_into_real_chroma_then_search_through_the_server() {
     ours.close().await;
     reference.close().await;
 }
+
+#[test]
+fn issue4_a_store_keeps_the_embedder_it_was_created_with() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    index(&corpus(), &store, &["--embedder", "hash"]);
+    let out = run(&["index", corpus().to_str().unwrap(), "--store", store.to_str().unwrap(), "--embedder", "minilm"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "the store at {} was created with the \"hash\" embedder, not \"minilm\"",
+            store.display()
+        )),
+        "{stderr}"
+    );
+
+    // A new store with the neural embedder, when its model is installed (scripts/test installs it).
+    if let Err(e) = rr_minilm::locate().and_then(rr_minilm::MiniLmEmbedder::from_dir) {
+        eprintln!("SKIPPED the minilm half: the all-MiniLM-L6-v2 model is not installed here ({e})");
+        return;
+    }
+    let neural = tmp.path().join("neural");
+    let summary = index(&corpus(), &neural, &["--embedder", "minilm"]);
+    assert!(summary["chunks_added_or_updated"].as_u64().unwrap() > 0, "{summary}");
+    let settings: Value = serde_json::from_slice(&std::fs::read(neural.join("repo-retriever.json")).unwrap()).unwrap();
+    assert_eq!((settings["embedder"].as_str(), settings["dimension"].as_u64()), (Some("minilm"), Some(384)));
+    assert!(search(&neural, "how are widgets configured?", &[]).starts_with("Found "));
+    // Re-indexing without --embedder keeps minilm and writes nothing.
+    assert_eq!(index(&corpus(), &neural, &[])["chunks_added_or_updated"], 0);
+}
