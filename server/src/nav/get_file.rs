@@ -27,18 +27,14 @@ struct Output {
 pub fn call(nav: &NavService, args: &Args) -> ToolResult {
     let repo = repos::resolve_ready(nav, &args.str("repository").unwrap_or_default())?;
     let path = args.str("path").unwrap_or_default();
-    let Some(file) = nav.store().get_file(&repo.namespace_id, &path).map_err(|e| e.to_string())? else {
-        let paths: Vec<String> = nav
-            .store()
-            .list_files(&repo.namespace_id)
-            .map_err(|e| e.to_string())?
-            .into_iter()
-            .map(|f| f.path)
-            .collect();
+    let files = nav.files_of(&repo)?;
+    let Ok(found) = files.binary_search_by(|f| f.path.as_str().cmp(path.as_str())) else {
+        let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
         let close = close_matches(&path, &paths, 10, 0.4);
         let suffix = if close.is_empty() { String::new() } else { format!(" Close paths: {}", close.join(", ")) };
         return Err(format!("File '{path}' not found in {}.{suffix}", repo.name));
     };
+    let file = &files[found];
     let all = lines(&file.content);
     let total = all.len() as i64;
     let start = args.int("start_line").unwrap_or(1);
@@ -73,12 +69,7 @@ pub fn call(nav: &NavService, args: &Args) -> ToolResult {
     if char_cut {
         end = last;
     }
-    let language = nav
-        .store()
-        .namespace_metadata(&repo.namespace_id)
-        .ok()
-        .and_then(|m| m.into_iter().find(|m| m.path == path).map(|m| super::entities::label(&m)))
-        .unwrap_or_else(|| super::extension_language(&path));
+    let language = file.language.clone();
     Ok(pretty(&Output {
         repository: repo.name,
         path,
