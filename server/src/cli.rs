@@ -72,15 +72,19 @@ pub struct IndexArgs {
     /// File extensions to exclude (repeatable).
     #[arg(long = "exclude-extensions", value_name = "EXT")]
     pub exclude_extensions: Vec<String>,
-    /// Chunk budget in cl100k_base tokens, context prefix included.
-    #[arg(long, default_value_t = 512)]
-    pub chunk_size: usize,
-    /// Token overlap when an oversized unit is split.
-    #[arg(long, default_value_t = 64)]
-    pub chunk_overlap: usize,
-    /// Records per write batch.
-    #[arg(long, default_value_t = 100)]
-    pub batch_size: usize,
+    /// Chunk budget in cl100k_base tokens, context prefix included [default: 512].
+    #[arg(long)]
+    pub chunk_size: Option<usize>,
+    /// Token overlap when an oversized unit is split [default: 64].
+    #[arg(long)]
+    pub chunk_overlap: Option<usize>,
+    /// Records per write batch [default: 100].
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// A chromadb-repo-indexer YAML file (version 1): its files, chunking and sync keys apply, and
+    /// its chroma and embedding sections describe a Chroma target. Flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Compute the summary without writing anything.
     #[arg(long)]
     pub dry_run: bool,
@@ -176,41 +180,74 @@ fn identity(args: &IndexArgs) -> rr_indexer::Identity {
 pub async fn run(cli: Cli) -> Result<bool, String> {
     match cli.command {
         Command::Index(args) => {
+            let file = match &args.config {
+                Some(path) => crate::index_config::load(path)?,
+                None => crate::index_config::IndexConfig::default(),
+            };
+            let or_file = |flag: &Vec<String>, yaml: &Option<Vec<String>>| {
+                if flag.is_empty() { yaml.clone().unwrap_or_default() } else { flag.clone() }
+            };
             let mut options = rr_indexer::IndexOptions::default();
-            if !args.include_paths.is_empty() {
-                options.selection.include_paths = args.include_paths.clone();
+            let include = or_file(&args.include_paths, &file.files.include_paths);
+            if !include.is_empty() {
+                options.selection.include_paths = include;
             }
-            options.selection.exclude_paths = args.exclude_paths.clone();
-            options.selection.include_extensions = args.include_extensions.clone();
-            options.selection.exclude_extensions = args.exclude_extensions.clone();
-            options.chunking.chunk_size = args.chunk_size;
-            options.chunking.chunk_overlap = args.chunk_overlap;
+            options.selection.exclude_paths = or_file(&args.exclude_paths, &file.files.exclude_paths);
+            options.selection.include_extensions = or_file(&args.include_extensions, &file.files.include_extensions);
+            options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
+            options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
+            options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
             if let Some(name) = &args.embedder {
                 crate::local::choose_embedder(&args.store.dir(), name, args.dry_run).map_err(|e| e.to_string())?;
             }
+            let chroma_url = args.chroma.chroma_url.clone().or(file.chroma.server_url.clone());
             let mut request = crate::local::IndexRequest {
                 root: args.dir.clone(),
                 store: args.store.dir(),
                 identity: identity(&args),
                 options,
-                batch_size: args.batch_size,
+                batch_size: args.batch_size.or(file.sync.batch_size).unwrap_or(100),
                 dry_run: args.dry_run,
                 output_manifest: args.output_manifest.clone(),
                 progress: None,
-                chroma: args.chroma.chroma_url.clone().map(|server_url| crate::local::ChromaTarget {
+                chroma: chroma_url.map(|server_url| crate::local::ChromaTarget {
                     server_url,
-                    collection_name: args.chroma.collection_name.clone().unwrap_or_default(),
-                    tenant: args.chroma.tenant.clone(),
-                    database: args.chroma.database.clone(),
-                    // Secrets only from the environment, never from the command line.
+                    collection_name: args
+                        .chroma
+                        .collection_name
+                        .clone()
+                        .or(file.chroma.collection_name.clone())
+                        .unwrap_or_default(),
+                    tenant: file.chroma.tenant.clone().unwrap_or_else(|| args.chroma.tenant.clone()),
+                    database: file.chroma.database.clone().unwrap_or_else(|| args.chroma.database.clone()),
+                    // Secrets only from the environment, never from the command line or a file.
                     bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
-                    embedding_api_url: args.chroma.embedding_api_url.clone().unwrap_or_default(),
-                    embedding_model: args.chroma.embedding_model.clone().unwrap_or_default(),
+                    embedding_api_url: args
+                        .chroma
+                        .embedding_api_url
+                        .clone()
+                        .or(file.embedding.api_url.clone())
+                        .unwrap_or_default(),
+                    embedding_model: args
+                        .chroma
+                        .embedding_model
+                        .clone()
+                        .or(file.embedding.model.clone())
+                        .unwrap_or_default(),
                     embedding_api_key: std::env::var("CHROMA_REPO_SEARCH_EMBEDDING_API_KEY")
                         .ok()
                         .filter(|s| !s.is_empty()),
                 }),
             };
+            if let Some(target) = &request.chroma
+                && (target.collection_name.is_empty()
+                    || target.embedding_api_url.is_empty()
+                    || target.embedding_model.is_empty())
+            {
+                return Err(
+                    "a Chroma target needs a collection name, an embedding API URL and an embedding model".into()
+                );
+            }
             let bar = progress_bar(&format!("indexing {}", args.dir.display()));
             if let Some(bar) = &bar {
                 let bar = bar.clone();

@@ -10,6 +10,7 @@ pub mod cli;
 pub mod config;
 pub mod goflag;
 pub mod http;
+pub mod index_config;
 pub mod local;
 pub mod nav;
 pub mod protocol;

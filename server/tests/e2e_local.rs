@@ -232,3 +232,42 @@ fn issue4_a_store_keeps_the_embedder_it_was_created_with() {
     // Re-indexing without --embedder keeps minilm and writes nothing.
     assert_eq!(index(&corpus(), &neural, &[])["chunks_added_or_updated"], 0);
 }
+
+/// `index --config` reads the reference indexer's YAML: its `files` and
+/// `chunking` keys select and cut files; flags override it.
+#[test]
+fn issue4_index_reads_the_reference_yaml() {
+    let work = tempfile::tempdir().unwrap();
+    let config = work.path().join("indexer.yaml");
+    std::fs::write(&config, "version: 1\nfiles:\n  include_paths: [\"docs/**\"]\n  exclude_extensions: [\".txt\"]\nchunking:\n  chunk_size: 512\n  chunk_overlap: 64\nsync:\n  batch_size: 10\n").unwrap();
+    let store = work.path().join("store");
+    let summary = index(&corpus(), &store, &["--config", config.to_str().unwrap(), "--dry-run"]);
+    let expected: std::collections::BTreeSet<&str> = support::fixture_records()
+        .iter()
+        .filter_map(|r| r["metadata"]["path"].as_str())
+        .filter(|p| p.starts_with("docs/") && !p.ends_with(".txt"))
+        .collect();
+    assert_eq!(summary["files_indexed"].as_u64().unwrap(), expected.len() as u64, "{summary}");
+    let overridden =
+        index(&corpus(), &store, &["--config", config.to_str().unwrap(), "--include-paths", "**", "--dry-run"]);
+    assert_eq!(
+        overridden["chunks_desired"],
+        89 - support::fixture_records()
+            .iter()
+            .filter(|r| r["metadata"]["path"].as_str().is_some_and(|p| p.ends_with(".txt")))
+            .count(),
+        "{overridden}"
+    );
+
+    std::fs::write(&config, "version: 2\n").unwrap();
+    let out = run(&[
+        "index",
+        corpus().to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+        "--config",
+        config.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "Error: config version must be 1\n");
+}
