@@ -1,0 +1,145 @@
+//! Against a real Qdrant, only when `QDRANT_URL` (the gRPC endpoint, e.g.
+//! `http://127.0.0.1:6334`) is set; otherwise each test prints why it is
+//! skipped and passes. Loads the 89 fixture records (vectors + payload) into
+//! fresh collections, flat and nested, and checks that the store's answers
+//! equal an exact cosine ranking of the same records under the same filter.
+
+use qdrant_client::Qdrant;
+use qdrant_client::qdrant::{CreateCollectionBuilder, Distance, PointStruct, UpsertPointsBuilder, VectorParamsBuilder};
+use rr_core::{CallContext, Chunk, PathGlob, SearchFilter, VectorQuery, VectorStore};
+use rr_qdrant::{PayloadLayout, QdrantStore, Target};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+fn qdrant_url() -> Option<String> {
+    match std::env::var("QDRANT_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            eprintln!("skipped: QDRANT_URL is not set (no Qdrant server to test against)");
+            None
+        }
+    }
+}
+
+fn fixture() -> Vec<Value> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/records.jsonl");
+    let text = std::fs::read_to_string(path).expect("read testdata/records.jsonl");
+    let records: Vec<Value> =
+        text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(records.len(), 89);
+    records
+}
+
+fn embedding(record: &Value) -> Vec<f32> {
+    record["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect()
+}
+
+/// A stable UUID for a record id (Qdrant ids are UUIDs or integers).
+fn point_uuid(id: &str) -> String {
+    let h = Sha256::digest(id.as_bytes());
+    let x: String = h.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &x[0..8], &x[8..12], &x[12..16], &x[16..20], &x[20..32])
+}
+
+fn payload(record: &Value, layout: &PayloadLayout) -> Map<String, Value> {
+    let mut p = Map::new();
+    p.insert(layout.document_key.clone(), record["document"].clone());
+    match &layout.metadata_key {
+        None => p.extend(record["metadata"].as_object().unwrap().clone()),
+        Some(k) => {
+            p.insert(k.clone(), record["metadata"].clone());
+        }
+    }
+    p
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum();
+    let na: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na * nb) }
+}
+
+async fn load(client: &Qdrant, name: &str, layout: &PayloadLayout, records: &[Value]) {
+    if client.collection_exists(name).await.expect("collection_exists") {
+        client.delete_collection(name).await.expect("delete_collection");
+    }
+    let dim = embedding(&records[0]).len() as u64;
+    client
+        .create_collection(
+            CreateCollectionBuilder::new(name).vectors_config(VectorParamsBuilder::new(dim, Distance::Cosine)),
+        )
+        .await
+        .expect("create_collection");
+    let points: Vec<PointStruct> = records
+        .iter()
+        .map(|r| PointStruct::new(point_uuid(r["id"].as_str().unwrap()), embedding(r), payload(r, layout)))
+        .collect();
+    client.upsert_points(UpsertPointsBuilder::new(name, points).wait(true)).await.expect("upsert_points");
+}
+
+#[tokio::test]
+async fn results_equal_an_exact_cosine_ranking_with_the_same_filters() {
+    let Some(url) = qdrant_url() else { return };
+    let client = Qdrant::from_url(&url).skip_compatibility_check().build().expect("client");
+    let records = fixture();
+    let by_uuid: std::collections::HashMap<String, &Value> =
+        records.iter().map(|r| (point_uuid(r["id"].as_str().unwrap()), r)).collect();
+    for (collection, layout) in [
+        ("rr-qdrant-test-flat", PayloadLayout::default()),
+        ("rr-qdrant-test-nested", PayloadLayout { document_key: "text".into(), metadata_key: Some("meta".into()) }),
+    ] {
+        load(&client, collection, &layout, &records).await;
+        let store = QdrantStore::new(
+            Qdrant::from_url(&url).skip_compatibility_check().build().expect("client"),
+            Target { collection: collection.into(), vector_name: None, layout: layout.clone() },
+        );
+        let ctx = CallContext::default();
+        assert_eq!(store.dimension(&ctx).await.unwrap(), Some(embedding(&records[0]).len()));
+        for (probe, n, org, repo, branch, glob) in [
+            (0, 5, "acme", "widgets", "main", ""),
+            (3, 8, "acme", "widgets", "", "docs/*"),
+            (10, 4, "", "", "", "**/*.go"),
+            (20, 3, "acme", "widgets", "main", "docs/café.md"),
+            (30, 5, "acme", "widgets", "main", "/README.md"),
+            (40, 2, "acme", "widgets", "main", "internal/*/config.g?"),
+            (50, 89, "acme", "widgets", "main", "**/*"),
+            (60, 5, "other", "widgets", "main", ""),
+        ] {
+            let q = VectorQuery {
+                embedding: embedding(&records[probe]),
+                n_results: n,
+                filter: SearchFilter {
+                    organization: org.into(),
+                    repository: repo.into(),
+                    branch: branch.into(),
+                    path: PathGlob::new(glob),
+                },
+            };
+            let got = store.query(&q, &ctx).await.unwrap_or_else(|e| panic!("{collection} {glob:?}: {e}"));
+            let mut expected: Vec<(f64, &Value)> = records
+                .iter()
+                .filter(|r| q.filter.matches(&serde_json::from_value::<Chunk>((*r).clone()).unwrap()))
+                .map(|r| (cosine(&q.embedding, &embedding(r)), r))
+                .collect();
+            expected.sort_by(|a, b| b.0.total_cmp(&a.0));
+            expected.truncate(n);
+            assert_eq!(got.len(), expected.len(), "{collection} {glob:?}: result count");
+            let mut seen = std::collections::HashSet::new();
+            for (i, (c, (score, _))) in got.iter().zip(&expected).enumerate() {
+                assert!(seen.insert(c.chunk.id.clone()), "duplicate {}", c.chunk.id);
+                let record = by_uuid[&c.chunk.id];
+                let chunk: Chunk = serde_json::from_value(record.clone()).unwrap();
+                assert_eq!((&c.chunk.document, &c.chunk.metadata), (&chunk.document, &chunk.metadata));
+                assert!(q.filter.matches(&c.chunk), "{collection} {glob:?}: result {i} fails the filter");
+                // Equal up to ties: the i-th result has the i-th exact score.
+                let s = cosine(&q.embedding, &embedding(record));
+                assert!(
+                    (s - score).abs() < 1e-4,
+                    "{collection} {glob:?}: rank {i} has score {s}, exact ranking {score}"
+                );
+            }
+        }
+        client.delete_collection(collection).await.expect("delete_collection");
+    }
+}
