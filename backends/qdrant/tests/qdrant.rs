@@ -4,6 +4,10 @@
 //! fresh collections, flat and nested, and checks that the store's answers
 //! equal an exact cosine ranking of the same records under the same filter.
 
+mod grpc_fake;
+
+use std::sync::Arc;
+
 use qdrant_client::Qdrant;
 use qdrant_client::qdrant::{CreateCollectionBuilder, Distance, PointStruct, UpsertPointsBuilder, VectorParamsBuilder};
 use rr_core::{CallContext, Chunk, PathGlob, SearchFilter, VectorQuery, VectorStore};
@@ -142,4 +146,105 @@ async fn results_equal_an_exact_cosine_ranking_with_the_same_filters() {
         }
         client.delete_collection(collection).await.expect("delete_collection");
     }
+}
+
+fn fake_point(i: usize, path: &str) -> qdrant_client::qdrant::ScoredPoint {
+    let payload = serde_json::json!({
+        "document": format!("Source: acme/widgets@main:{path}\nType: text\n\nbody {i}"),
+        "organization": "acme", "repository": "widgets", "branch": "main", "path": path, "start_line": i,
+    });
+    qdrant_client::qdrant::ScoredPoint {
+        id: Some((i as u64).into()),
+        payload: payload.as_object().unwrap().clone().into_iter().map(|(k, v)| (k, v.into())).collect(),
+        score: 1.0 - i as f32 / 1000.0,
+        ..Default::default()
+    }
+}
+
+/// Through the registry's factory and the real gRPC client: what goes over the wire, paging, mapping, errors.
+#[tokio::test]
+async fn grpc_fake_records_the_requests_of_a_paged_glob_search() {
+    use qdrant_client::qdrant::condition::ConditionOneOf;
+    use qdrant_client::qdrant::r#match::MatchValue;
+
+    // 150 points, closest first; only points 70 and 140 are Go files.
+    let points =
+        (0..150).map(|i| fake_point(i, if i % 70 == 0 && i > 0 { "cmd/main.go" } else { "docs/a.md" })).collect();
+    let fake = Arc::new(grpc_fake::Fake { points, dimension: 256, ..Default::default() });
+    let url = grpc_fake::start(fake.clone()).await;
+
+    let mut ctx = rr_core::FactoryContext::new("test");
+    ctx.env = Arc::new(|n| (n == "QDRANT_KEY").then(|| "k3y".to_owned()));
+    let registry = rr_core::Registry::builtin().unwrap();
+    let config = serde_json::json!({"url": url, "collection": "acme-widgets", "api_key_env": "QDRANT_KEY", "vector_name": "code"});
+    let store = registry.store("qdrant", &config, &ctx).unwrap();
+    let call = CallContext::default();
+    assert_eq!(store.dimension(&call).await.unwrap(), None, "a named vector absent from the collection has no size");
+    let config_unnamed = serde_json::json!({"url": url, "collection": "acme-widgets"});
+    assert_eq!(registry.store("qdrant", &config_unnamed, &ctx).unwrap().dimension(&call).await.unwrap(), Some(256));
+
+    let q = VectorQuery {
+        embedding: vec![0.25, 0.5],
+        n_results: 2,
+        filter: SearchFilter {
+            organization: "acme".into(),
+            repository: "widgets".into(),
+            branch: "main".into(),
+            path: PathGlob::new("**/*.go"),
+        },
+    };
+    let got = store.query(&q, &call).await.unwrap();
+    let ids: Vec<&str> = got.iter().map(|c| c.chunk.id.as_str()).collect();
+    assert_eq!(ids, ["70", "140"]);
+    assert_eq!(got[0].chunk.metadata.path, "cmd/main.go");
+    assert_eq!(got[0].chunk.metadata.start_line, 70);
+    assert!(got[0].chunk.document.starts_with("Source: acme/widgets@main:cmd/main.go\n"));
+
+    let requests = fake.requests.lock().unwrap().clone();
+    let pages: Vec<_> = requests.iter().map(|(r, _)| (r.offset, r.limit)).collect();
+    assert_eq!(pages, [(None, Some(64)), (Some(64), Some(64)), (Some(128), Some(64))]);
+    for (r, key) in &requests {
+        assert_eq!(key.as_deref(), Some("k3y"));
+        assert_eq!(r.collection_name, "acme-widgets");
+        assert_eq!(r.using.as_deref(), Some("code"));
+        assert_eq!(r.with_payload, Some(true.into()));
+        let musts: Vec<(String, String)> = r
+            .filter
+            .as_ref()
+            .unwrap()
+            .must
+            .iter()
+            .map(|c| match c.condition_one_of.as_ref().unwrap() {
+                ConditionOneOf::Field(f) => match f.r#match.as_ref().unwrap().match_value.as_ref().unwrap() {
+                    MatchValue::Keyword(k) => (f.key.clone(), k.clone()),
+                    other => panic!("{other:?}"),
+                },
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let expected: Vec<(String, String)> = [("organization", "acme"), ("repository", "widgets"), ("branch", "main")]
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        assert_eq!(musts, expected);
+    }
+    drop(requests);
+
+    // An exact path: one request of n, the path as a payload condition.
+    fake.requests.lock().unwrap().clear();
+    let exact =
+        VectorQuery { filter: SearchFilter { path: PathGlob::new("/cmd/main.go"), ..Default::default() }, ..q.clone() };
+    let got = store.query(&exact, &call).await.unwrap();
+    assert_eq!(got.len(), 2, "the fake does not filter: the server-side condition is trusted");
+    let requests = fake.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 1);
+    assert_eq!((requests[0].0.offset, requests[0].0.limit), (None, Some(2)));
+    assert_eq!(requests[0].0.filter.as_ref().unwrap().must.len(), 1);
+
+    // Errors name the operation; the store names itself.
+    let broken = registry.store("qdrant", &serde_json::json!({"url": url, "collection": "broken"}), &ctx).unwrap();
+    let err = broken.query(&q, &call).await.unwrap_err();
+    assert_eq!(err.backend(), "qdrant");
+    assert!(err.to_string().starts_with("Qdrant query failed: "), "{err}");
+    assert!(err.to_string().contains("Collection `broken` doesn't exist!"), "{err}");
 }
