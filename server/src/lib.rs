@@ -18,3 +18,7 @@ pub mod stdio;
 pub mod stores;
 pub mod tool;
 pub mod wire;
+
+// Registered through `inventory` only: nothing names the crate, so keep it
+// linked for `plugins` and `serve --stores` to find the `qdrant` store kind.
+use rr_qdrant as _;
