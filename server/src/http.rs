@@ -367,4 +367,75 @@ mod tests {
         let t = time::OffsetDateTime::from_unix_timestamp(1_700_000_000).unwrap();
         assert_eq!(t.format(&Rfc3339).unwrap(), "2023-11-14T22:13:20Z");
     }
+
+    mod guard {
+        use std::sync::Arc;
+
+        use async_trait::async_trait;
+        use axum::body::Body;
+        use axum::extract::connect_info::MockConnectInfo;
+        use http::Request;
+        use rr_core::{
+            BackendError, CallContext, Candidate, Embedder, PipelineOptions, SearchEngine, VectorQuery, VectorStore,
+        };
+        use tower::ServiceExt as _;
+
+        use super::super::{LocalAddr, router};
+        use crate::protocol::McpService;
+
+        struct Nothing;
+
+        #[async_trait]
+        impl Embedder for Nothing {
+            fn name(&self) -> &str {
+                "nothing"
+            }
+            async fn embed(&self, inputs: &[String], _: &CallContext) -> Result<Vec<Vec<f32>>, BackendError> {
+                Ok(inputs.iter().map(|_| vec![1.0]).collect())
+            }
+        }
+
+        #[async_trait]
+        impl VectorStore for Nothing {
+            fn name(&self) -> &str {
+                "nothing"
+            }
+            async fn query(&self, _: &VectorQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+                Ok(Vec::new())
+            }
+        }
+
+        /// A ping with `Host: evil.com` arriving on `local`.
+        async fn ping_from(local: &str) -> (u16, String) {
+            let engine = SearchEngine::new(Arc::new(Nothing), Arc::new(Nothing), None, PipelineOptions::default());
+            let service = Arc::new(McpService::new(engine, "t", "t"));
+            let local = LocalAddr(Some(local.parse().unwrap()), Some("203.0.113.9:5555".parse().unwrap()));
+            let app = router(service).layer(MockConnectInfo(local));
+            let request = Request::post("/mcp")
+                .header("host", "evil.com")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .body(Body::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#))
+                .unwrap();
+            let response = app.oneshot(request).await.unwrap();
+            let status = response.status().as_u16();
+            let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+            (status, String::from_utf8(body.to_vec()).unwrap())
+        }
+
+        /// Issue #2: bound to all interfaces, a client that reached a
+        /// non-loopback address may send any Host; one that arrived on a
+        /// loopback address (IPv4, IPv6 or IPv4-mapped) may not, as in the
+        /// reference, whose guard looks at the connection's local address.
+        #[tokio::test]
+        async fn issue2_host_guard_depends_on_the_local_address_reached() {
+            let ok = (200, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n".to_owned());
+            assert_eq!(ping_from("192.0.2.2:8080").await, ok);
+            assert_eq!(ping_from("[2001:db8::1]:8080").await, ok);
+            let refused = (403, "Forbidden: invalid Host header \"evil.com\"\n".to_owned());
+            assert_eq!(ping_from("127.0.0.1:8080").await, refused);
+            assert_eq!(ping_from("[::1]:8080").await, refused);
+            assert_eq!(ping_from("[::ffff:127.0.0.1]:8080").await, refused);
+        }
+    }
 }
