@@ -95,6 +95,12 @@ pub struct IndexArgs {
     /// locate()) [default: hash]. An existing store keeps the one it was created with.
     #[arg(long, value_parser = ["hash", "minilm"], conflicts_with = "chroma_url")]
     pub embedder: Option<String>,
+    /// Prepended to queries before embedding, for a new store [default: "query: "].
+    #[arg(long, conflicts_with = "chroma_url")]
+    pub query_prefix: Option<String>,
+    /// Prepended to documents before embedding, for a new store [default: "passage: "].
+    #[arg(long, conflicts_with = "chroma_url")]
+    pub document_prefix: Option<String>,
     #[command(flatten)]
     pub chroma: ChromaArgs,
 }
@@ -197,8 +203,15 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
             options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
             options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
-            if let Some(name) = &args.embedder {
-                crate::local::choose_embedder(&args.store.dir(), name, args.dry_run).map_err(|e| e.to_string())?;
+            if args.embedder.is_some() || args.query_prefix.is_some() || args.document_prefix.is_some() {
+                crate::local::choose_settings(
+                    &args.store.dir(),
+                    args.embedder.as_deref(),
+                    args.query_prefix.as_deref(),
+                    args.document_prefix.as_deref(),
+                    args.dry_run,
+                )
+                .map_err(|e| e.to_string())?;
             }
             let chroma_url = args.chroma.chroma_url.clone().or(file.chroma.server_url.clone());
             let mut request = crate::local::IndexRequest {

@@ -108,26 +108,59 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
 /// The embedders a new embedded store can be created with.
 pub const EMBEDDERS: &str = "hash, minilm";
 
-/// Applies `index --embedder NAME`. A new store is created with that embedder
-/// (loaded once here, so a missing model fails before anything is written;
-/// the settings are written unless `dry_run`). An existing store keeps the
-/// embedder it was created with: asking for another is an error.
-pub fn choose_embedder(store_dir: &Path, name: &str, dry_run: bool) -> Result<(), LocalError> {
-    let wanted = match name {
+/// Fixes a new store's embedder and its query/document prefixes (each
+/// `None` keeps the default: `hash`, `query: `, `passage: `). The embedder is
+/// loaded once here, so a missing model fails before anything is written; the
+/// settings are written unless `dry_run`. An existing store keeps what it was
+/// created with: asking for something else is an error, because vectors made
+/// another way would not be comparable.
+pub fn choose_settings(
+    store_dir: &Path,
+    name: Option<&str>,
+    query_prefix: Option<&str>,
+    document_prefix: Option<&str>,
+    dry_run: bool,
+) -> Result<(), LocalError> {
+    let mut wanted = match name.unwrap_or("hash") {
         "hash" => StoreSettings::default(),
         "minilm" => {
-            StoreSettings { embedder: name.into(), dimension: rr_minilm::DIMENSION, ..StoreSettings::default() }
+            StoreSettings { embedder: "minilm".into(), dimension: rr_minilm::DIMENSION, ..StoreSettings::default() }
         }
         other => return Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
     };
+    if let Some(prefix) = query_prefix {
+        wanted.query_prefix = prefix.to_owned();
+    }
+    if let Some(prefix) = document_prefix {
+        wanted.document_prefix = prefix.to_owned();
+    }
     match read_settings(store_dir)? {
-        Some(existing) if existing.embedder != wanted.embedder => Err(LocalError::new(format!(
-            "the store at {} was created with the \"{}\" embedder, not \"{name}\": a store keeps its embedder \
-             (index into another --store to use \"{name}\")",
-            store_dir.display(),
-            existing.embedder
-        ))),
-        Some(_) => Ok(()),
+        Some(existing) => {
+            if let Some(name) = name
+                && existing.embedder != name
+            {
+                return Err(LocalError::new(format!(
+                    "the store at {} was created with the \"{}\" embedder, not \"{name}\": a store keeps its embedder \
+                     (index into another --store to use \"{name}\")",
+                    store_dir.display(),
+                    existing.embedder
+                )));
+            }
+            for (what, asked, kept) in [
+                ("query prefix", query_prefix, &existing.query_prefix),
+                ("document prefix", document_prefix, &existing.document_prefix),
+            ] {
+                if let Some(asked) = asked
+                    && asked != kept
+                {
+                    return Err(LocalError::new(format!(
+                        "the store at {} was created with the {what} {kept:?}, not {asked:?}: a store keeps its prefixes",
+                        store_dir.display()
+                    )));
+                }
+            }
+            Ok(())
+        }
         None => {
             embedder_for(&wanted)?;
             if dry_run {

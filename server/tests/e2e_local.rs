@@ -271,3 +271,32 @@ fn issue4_index_reads_the_reference_yaml() {
     assert!(!out.status.success());
     assert_eq!(String::from_utf8_lossy(&out.stderr), "Error: config version must be 1\n");
 }
+
+/// Query and document prefixes are set when a store is created and kept:
+/// asking an existing store for others is refused.
+#[test]
+fn issue4_prefixes_are_configurable_per_store() {
+    let store = tempfile::tempdir().unwrap();
+    index(&corpus(), store.path(), &["--query-prefix", "search_query: ", "--document-prefix", "search_document: "]);
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(store.path().join("repo-retriever.json")).unwrap()).unwrap();
+    assert_eq!(settings["query_prefix"], "search_query: ");
+    assert_eq!(settings["document_prefix"], "search_document: ");
+    assert!(search(store.path(), "configuration", &["--limit", "1"]).starts_with("Found 1 relevant"));
+    let out = run(&[
+        "index",
+        corpus().to_str().unwrap(),
+        "--store",
+        store.path().to_str().unwrap(),
+        "--query-prefix",
+        "query: ",
+    ]);
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "Error: the store at {} was created with the query prefix \"search_query: \", not \"query: \": a store keeps its prefixes\n",
+            store.path().display()
+        )
+    );
+}
