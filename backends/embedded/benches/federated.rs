@@ -30,82 +30,12 @@ use rr_core::{
 use rr_embedded::{EmbeddedStore, MAX_BATCH_SIZE};
 use rr_hash_embed::HashEmbedder;
 
-const DIM: usize = 256;
+mod common;
+
+use common::*;
+
 const REPOSITORIES: usize = 12;
 const LIMITS: [usize; 2] = [5, 20];
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-const ORGS: [&str; 3] = ["acme", "globex", "initech"];
-const DIRS: [&str; 8] =
-    ["src", "internal/store", "internal/config", "cmd/server", "docs", "web/app", "pkg/api", "tests"];
-const EXTS: [(&str, &str); 5] =
-    [("rs", "rust"), ("go", "go"), ("py", "python"), ("ts", "typescript"), ("md", "markdown")];
-/// The most frequent words, most frequent first; the rest of the vocabulary
-/// is made-up identifiers, drawn with Zipf's law as in real code and prose.
-const COMMON: [&str; 24] = [
-    "the", "return", "if", "self", "value", "err", "to", "config", "func", "let", "string", "of", "load", "for",
-    "retry", "handler", "index", "store", "query", "cache", "client", "server", "render", "schema",
-];
-const VOCABULARY: usize = 20_000;
-const SYLLABLES: [&str; 16] =
-    ["ba", "ko", "ri", "zu", "me", "ta", "lo", "ne", "pi", "su", "da", "ve", "go", "hu", "ca", "fe"];
-
-fn word(rank: usize) -> String {
-    if let Some(w) = COMMON.get(rank) {
-        return (*w).to_owned();
-    }
-    let mut s = String::new();
-    let mut r = rank;
-    for part in 0..3 {
-        let syl = SYLLABLES[r % 16];
-        r /= 16;
-        if part == 2 && rank.is_multiple_of(2) {
-            s.push_str(&syl[..1].to_uppercase());
-            s.push_str(&syl[1..]);
-        } else {
-            if part == 2 {
-                s.push('_');
-            }
-            s.push_str(syl);
-        }
-    }
-    s.push_str(&(rank % 97).to_string());
-    s
-}
-
-/// Cumulative Zipf weights (s = 1) over the vocabulary.
-struct Zipf(Vec<f64>);
-
-impl Zipf {
-    fn new() -> Self {
-        let mut acc = 0.0;
-        Zipf(
-            (1..=VOCABULARY)
-                .map(|r| {
-                    acc += 1.0 / r as f64;
-                    acc
-                })
-                .collect(),
-        )
-    }
-    fn sample(&self, rng: &mut Rng) -> usize {
-        let x = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * self.0[self.0.len() - 1];
-        self.0.partition_point(|&c| c < x).min(self.0.len() - 1)
-    }
-}
 
 /// `n` chunks with the repository index (0..12) each belongs to.
 fn generate(
