@@ -19,6 +19,9 @@ pub mod stores;
 pub mod tool;
 pub mod wire;
 
-// Registered through `inventory` only: nothing names the crate, so keep it
-// linked for `plugins` and `serve --stores` to find the `qdrant` store kind.
+// Registered through `inventory` only: nothing names these crates, so keep
+// them linked for `plugins` and `serve --stores` to find their kinds.
+use rr_cross_encoder as _;
 use rr_qdrant as _;
+use rr_rerank_apis as _;
+use rr_rerank_lexical as _;

@@ -1,0 +1,1 @@
+//! Local cross-encoder reranker: a BERT sequence-classification model folder run on candle, on the CPU, offline.

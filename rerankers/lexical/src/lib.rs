@@ -1,0 +1,1 @@
+//! Rerankers that need no model: reciprocal-rank fusion with BM25 over the candidates, and MMR diversity.
