@@ -18,6 +18,7 @@ pub mod record;
 pub mod registry;
 pub mod render;
 pub mod request;
+pub mod rerank;
 pub mod select;
 pub mod traits;
 
@@ -28,4 +29,5 @@ pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome, 
 pub use record::{Candidate, Chunk, Metadata};
 pub use registry::{FactoryContext, FactoryError, PluginKind, Registry, RegistryError};
 pub use request::{SearchArgs, SearchRequest, ValidationError};
+pub use rerank::{EmptyChain, RerankChain};
 pub use traits::{CallContext, EmbeddedChunk, Embedder, IndexStore, Reranker, VectorQuery, VectorStore};

@@ -6,6 +6,7 @@ use crate::error::SearchError;
 use crate::federated::FederatedEngine;
 use crate::record::Candidate;
 use crate::request::SearchRequest;
+use crate::rerank::score_order;
 use crate::select::{clean_document, select};
 use crate::traits::{CallContext, Embedder, Reranker, VectorQuery, VectorStore};
 
@@ -153,8 +154,9 @@ impl SearchEngine {
     }
 }
 
-/// Reorders `candidates` by the reranker's scores, stably, highest first.
-/// Shared by the one-store and the federated engines.
+/// Reorders `candidates` by the reranker's scores, stably, highest first,
+/// after dropping those below its [`Reranker::min_score`] (and NaN ones)
+/// when it has one. Shared by the one-store and the federated engines.
 pub async fn rerank_candidates(
     reranker: &dyn Reranker,
     caps: &RerankOptions,
@@ -162,14 +164,19 @@ pub async fn rerank_candidates(
     candidates: Vec<Candidate>,
     ctx: &CallContext,
 ) -> Result<Vec<Candidate>, SearchError> {
-    if candidates.len() < 2 {
+    let min_score = reranker.min_score();
+    // One candidate needs no order, but with a cut-off it still needs a score.
+    if candidates.is_empty() || (candidates.len() < 2 && min_score.is_none()) {
         return Ok(candidates);
     }
     let documents = rerank_documents(&candidates, caps)?;
     let scores = reranker.rerank(query, &documents, ctx).await?;
     let mut scored: Vec<(f64, Candidate)> = scores.into_iter().zip(candidates).collect();
+    if let Some(min) = min_score {
+        scored.retain(|(score, _)| *score >= min);
+    }
     // Stable, highest first; NaN sorts last rather than poisoning the order.
-    scored.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap_or_else(|| a.0.is_nan().cmp(&b.0.is_nan())));
+    scored.sort_by(|a, b| score_order(a.0, b.0));
     Ok(scored.into_iter().map(|(_, c)| c).collect())
 }
 
@@ -308,6 +315,50 @@ mod tests {
         assert_eq!(*s.1.lock().unwrap(), Some(7));
         let order: Vec<_> = got.iter().map(|c| c.chunk.id.as_str()).collect();
         assert_eq!(order, ["d", "b", "a", "c"]);
+    }
+
+    /// Length scores with a NaN for any document containing `nan`.
+    struct NanLengthReranker;
+    #[async_trait]
+    impl Reranker for NanLengthReranker {
+        fn name(&self) -> &str {
+            "nan-length"
+        }
+        async fn rerank(&self, _: &str, docs: &[String], _: &CallContext) -> Result<Vec<f64>, BackendError> {
+            Ok(docs.iter().map(|d| if d.contains("nan") { f64::NAN } else { d.len() as f64 }).collect())
+        }
+    }
+
+    fn cut_off_engine(cands: Vec<Candidate>, min_score: f64) -> SearchEngine {
+        let e = Arc::new(FixedEmbedder(Mutex::default()));
+        let s = Arc::new(ListStore(cands, Mutex::default()));
+        let chain = crate::RerankChain::new(vec![Arc::new(NanLengthReranker)]).unwrap().with_min_score(Some(min_score));
+        SearchEngine::new(e, s, Some(Arc::new(chain)), PipelineOptions::default())
+    }
+
+    fn ids(got: &[Candidate]) -> Vec<&str> {
+        got.iter().map(|c| c.chunk.id.as_str()).collect()
+    }
+
+    #[tokio::test]
+    async fn cut_off_drops_candidates_below_it_before_selection() {
+        // Every document is the 33-byte header plus its body: a 34, b 39, c 34, d 40, e 36.
+        let cands = vec![cand("a", "s"), cand("b", "longer"), cand("c", "t"), cand("d", "longer!"), cand("e", "nan")];
+        let ctx = CallContext::default();
+        // Without the cut-off, a limit of 3 would also take a.
+        let got = cut_off_engine(cands.clone(), 39.0).search(&req(3), &ctx).await.unwrap();
+        assert_eq!(ids(&got), ["d", "b"]);
+        // A limit of 1 fetches three candidates (a, b, c), of which only b passes.
+        let got = cut_off_engine(cands.clone(), 39.0).search(&req(1), &ctx).await.unwrap();
+        assert_eq!(ids(&got), ["b"]);
+        // NaN is dropped even by the lowest cut-off.
+        let got = cut_off_engine(cands.clone(), f64::NEG_INFINITY).search(&req(10), &ctx).await.unwrap();
+        assert_eq!(ids(&got), ["d", "b", "a", "c"]);
+        // A lone candidate is scored, and dropped, when there is a cut-off.
+        let got = cut_off_engine(vec![cand("a", "s")], 35.0).search(&req(3), &ctx).await.unwrap();
+        assert!(got.is_empty());
+        let got = cut_off_engine(vec![cand("a", "s")], 34.0).search(&req(3), &ctx).await.unwrap();
+        assert_eq!(ids(&got), ["a"]);
     }
 
     #[test]

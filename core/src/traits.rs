@@ -82,6 +82,14 @@ pub trait Reranker: Send + Sync {
 
     /// One relevance score per document.
     async fn rerank(&self, query: &str, documents: &[String], ctx: &CallContext) -> Result<Vec<f64>, BackendError>;
+
+    /// The lowest score a candidate may have and still be selected; the
+    /// pipeline drops candidates scoring below it (or NaN) before selection.
+    /// A provided method so that every existing reranker keeps its meaning
+    /// (no cut-off); a [`RerankChain`](crate::RerankChain) carries one.
+    fn min_score(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// A chunk with its document embedding, as written to a store.
