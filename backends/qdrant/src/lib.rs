@@ -40,9 +40,10 @@
 mod registry;
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::time::Duration;
 
 use async_trait::async_trait;
-use qdrant_client::Qdrant;
 use qdrant_client::qdrant::r#match::MatchValue;
 use qdrant_client::qdrant::point_id::PointIdOptions;
 use qdrant_client::qdrant::vectors_config::Config as VectorsConfigKind;
@@ -51,10 +52,12 @@ use qdrant_client::qdrant::{
     Condition, Filter, GetCollectionInfoRequest, PayloadIncludeSelector, PointId, Query, QueryPoints, ScoredPoint,
     VectorInput, WithPayloadSelector,
 };
+use qdrant_client::{Qdrant, QdrantError};
 use rr_core::{
     BackendError, CallContext, Candidate, Chunk, Metadata, PathGlob, SearchFilter, VectorQuery, VectorStore,
 };
 use serde_json::{Map, Value};
+use tonic::Code;
 
 /// The `name()` of the store.
 pub const STORE_NAME: &str = "qdrant";
@@ -206,6 +209,96 @@ impl PageSource for Qdrant {
     }
 }
 
+/// How often and how patiently a failed request is repeated.
+///
+/// Only failures that a later attempt can cure are retried (the server
+/// unavailable or overloaded, a deadline or an aborted transaction); a
+/// missing collection or a bad filter fails at once. The delays follow the
+/// HTTP backends' schedule: `base`, doubling per attempt, at most 16 × `base`
+/// (0.5 s … 8 s by default); Qdrant's own `retry-after` wins when it is
+/// longer, up to the same ceiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in total, including the first; 0 counts as 1.
+    pub attempts: u32,
+    pub base: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy { attempts: 3, base: Duration::from_millis(500) }
+    }
+}
+
+impl RetryPolicy {
+    /// The wait after failed attempt number `attempt` (1-based).
+    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let ceiling = self.base * 16;
+        let backoff = (self.base * (1u32 << attempt.saturating_sub(1).min(4))).min(ceiling);
+        retry_after.map_or(backoff, |r| r.max(backoff).min(ceiling))
+    }
+}
+
+/// Whether a later attempt may succeed, and how long Qdrant asked to wait.
+fn transient(error: &QdrantError) -> Option<Option<Duration>> {
+    match error {
+        QdrantError::ResourceExhaustedError { retry_after_seconds, .. } => {
+            Some(Some(Duration::from_secs(*retry_after_seconds)))
+        }
+        QdrantError::ResponseError { status } => matches!(
+            status.code(),
+            Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted
+        )
+        .then_some(None),
+        _ => None,
+    }
+}
+
+/// A client that repeats transient failures (see [`RetryPolicy`]).
+pub struct RetryingClient {
+    client: Qdrant,
+    policy: RetryPolicy,
+}
+
+impl RetryingClient {
+    pub fn new(client: Qdrant, policy: RetryPolicy) -> Self {
+        RetryingClient { client, policy }
+    }
+
+    /// Runs `call` until it succeeds, fails for good, or the attempts run out.
+    async fn run<T, F, Fut>(&self, operation: &str, mut call: F) -> Result<T, BackendError>
+    where
+        F: FnMut(Qdrant) -> Fut,
+        Fut: Future<Output = Result<T, QdrantError>>,
+    {
+        let attempts = self.policy.attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            match call(self.client.clone()).await {
+                Ok(value) => return Ok(value),
+                Err(e) => match transient(&e) {
+                    Some(retry_after) if attempt < attempts => {
+                        tokio::time::sleep(self.policy.delay(attempt, retry_after)).await;
+                        attempt += 1;
+                    }
+                    _ => return Err(BackendError::new(STORE_NAME, format!("{operation} failed: {e}"))),
+                },
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl PageSource for RetryingClient {
+    async fn page(&self, request: QueryPoints) -> Result<Vec<ScoredPoint>, BackendError> {
+        self.run(QUERY_OPERATION, |client| {
+            let request = request.clone();
+            async move { client.query(request).await.map(|r| r.result) }
+        })
+        .await
+    }
+}
+
 /// The point id as text: the UUID or the number.
 pub fn point_id_string(id: Option<&PointId>) -> String {
     match id.and_then(|p| p.point_id_options.as_ref()) {
@@ -259,7 +352,7 @@ pub async fn run_query(
 
 /// A Qdrant collection as a [`VectorStore`].
 pub struct QdrantStore {
-    client: Qdrant,
+    client: RetryingClient,
     target: Target,
 }
 
@@ -270,9 +363,14 @@ impl std::fmt::Debug for QdrantStore {
 }
 
 impl QdrantStore {
-    /// A store over an already built client (which connects lazily).
+    /// A store over an already built client (which connects lazily), with
+    /// the default [`RetryPolicy`].
     pub fn new(client: Qdrant, target: Target) -> Self {
-        QdrantStore { client, target }
+        Self::with_retry(client, target, RetryPolicy::default())
+    }
+
+    pub fn with_retry(client: Qdrant, target: Target, policy: RetryPolicy) -> Self {
+        QdrantStore { client: RetryingClient::new(client, policy), target }
     }
 
     pub fn target(&self) -> &Target {
@@ -292,11 +390,14 @@ impl VectorStore for QdrantStore {
 
     /// The size of the searched vector (the named one when configured).
     async fn dimension(&self, _ctx: &CallContext) -> Result<Option<usize>, BackendError> {
+        let collection_name = self.target.collection.clone();
         let info = self
             .client
-            .collection_info(GetCollectionInfoRequest { collection_name: self.target.collection.clone() })
-            .await
-            .map_err(|e| BackendError::new(STORE_NAME, format!("{INFO_OPERATION} failed: {e}")))?;
+            .run(INFO_OPERATION, |client| {
+                let request = GetCollectionInfoRequest { collection_name: collection_name.clone() };
+                async move { client.collection_info(request).await }
+            })
+            .await?;
         let config = info.result.and_then(|r| r.config).and_then(|c| c.params).and_then(|p| p.vectors_config);
         let size = match config.and_then(|c| c.config) {
             Some(VectorsConfigKind::Params(p)) if self.target.vector_name.is_none() => Some(p.size),

@@ -5,7 +5,8 @@
 //! environment variable holding the API key: secrets never sit in the
 //! configuration file), `document_key` (default `document`), `metadata_key`
 //! (absent: metadata fields are top-level payload keys) and `vector_name`
-//! (absent: the collection's unnamed vector).
+//! (absent: the collection's unnamed vector). Transient failures are retried
+//! `retry_attempts` times in all (the stores file's setting).
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use rr_core::registry::{FactoryContext, FactoryError};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{DEFAULT_DOCUMENT_KEY, PayloadLayout, QdrantStore, Target};
+use crate::{DEFAULT_DOCUMENT_KEY, PayloadLayout, QdrantStore, RetryPolicy, Target};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,7 +58,8 @@ pub(crate) fn create(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn Vec
         .skip_compatibility_check()
         .build()
         .map_err(|e| FactoryError::new(format!("url: {e}")))?;
-    Ok(Arc::new(QdrantStore::new(client, s.target())))
+    let policy = RetryPolicy { attempts: ctx.retry_attempts, ..RetryPolicy::default() };
+    Ok(Arc::new(QdrantStore::with_retry(client, s.target(), policy)))
 }
 
 rr_core::register_plugin!(store "qdrant", create);

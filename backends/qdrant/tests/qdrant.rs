@@ -11,7 +11,7 @@ use std::sync::Arc;
 use qdrant_client::Qdrant;
 use qdrant_client::qdrant::{CreateCollectionBuilder, Distance, PointStruct, UpsertPointsBuilder, VectorParamsBuilder};
 use rr_core::{CallContext, Chunk, PathGlob, SearchFilter, VectorQuery, VectorStore};
-use rr_qdrant::{PayloadLayout, QdrantStore, Target};
+use rr_qdrant::{PayloadLayout, QdrantStore, RetryPolicy, Target};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -247,4 +247,60 @@ async fn grpc_fake_records_the_requests_of_a_paged_glob_search() {
     assert_eq!(err.backend(), "qdrant");
     assert!(err.to_string().starts_with("Qdrant query failed: "), "{err}");
     assert!(err.to_string().contains("Collection `broken` doesn't exist!"), "{err}");
+}
+
+#[tokio::test]
+async fn transient_failures_are_retried_and_permanent_ones_are_not() {
+    use std::time::Duration;
+    use tonic::Status;
+
+    let points = (0..3).map(|i| fake_point(i, "docs/a.md")).collect();
+    let fake = Arc::new(grpc_fake::Fake { points, dimension: 2, ..Default::default() });
+    let url = grpc_fake::start(fake.clone()).await;
+    let target = |collection: &str| Target {
+        collection: collection.into(),
+        vector_name: None,
+        layout: PayloadLayout::default(),
+    };
+    let store = |attempts, collection: &str| {
+        let client = Qdrant::from_url(&url).skip_compatibility_check().build().unwrap();
+        let policy = RetryPolicy { attempts, base: Duration::from_millis(1) };
+        QdrantStore::with_retry(client, target(collection), policy)
+    };
+    let q = VectorQuery { embedding: vec![0.5, 0.5], n_results: 2, filter: SearchFilter::default() };
+    let call = CallContext::default();
+
+    // Two failures a later attempt cures, then an answer: three requests, one result. (UNAVAILABLE
+    // is left out: the client already repeats it once itself, on a new connection.)
+    *fake.failures.lock().unwrap() = vec![Status::deadline_exceeded("slow"), Status::aborted("conflict")];
+    let got = store(3, "c").query(&q, &call).await.unwrap();
+    assert_eq!(got.len(), 2);
+    assert_eq!(fake.requests.lock().unwrap().len(), 3);
+
+    // Out of attempts: the last failure is reported.
+    fake.requests.lock().unwrap().clear();
+    *fake.failures.lock().unwrap() = vec![Status::resource_exhausted("second"), Status::aborted("first")];
+    let err = store(2, "c").query(&q, &call).await.unwrap_err();
+    assert!(err.to_string().starts_with("Qdrant query failed: "), "{err}");
+    assert!(err.to_string().contains("second"), "{err}");
+    assert_eq!(fake.requests.lock().unwrap().len(), 2);
+
+    // A missing collection does not get better by asking again.
+    fake.requests.lock().unwrap().clear();
+    fake.failures.lock().unwrap().clear();
+    let err = store(5, "broken").query(&q, &call).await.unwrap_err();
+    assert!(err.to_string().contains("Collection `broken` doesn't exist!"), "{err}");
+    assert_eq!(fake.requests.lock().unwrap().len(), 1);
+}
+
+#[test]
+fn retry_delays_double_up_to_sixteen_times_the_base_and_honour_retry_after() {
+    use std::time::Duration;
+    let p = RetryPolicy::default();
+    let ms = |d: Duration| d.as_millis();
+    let delays: Vec<u128> = (1..=7).map(|a| ms(p.delay(a, None))).collect();
+    assert_eq!(delays, [500, 1000, 2000, 4000, 8000, 8000, 8000]);
+    assert_eq!(ms(p.delay(1, Some(Duration::from_secs(3)))), 3000);
+    assert_eq!(ms(p.delay(1, Some(Duration::from_secs(60)))), 8000);
+    assert_eq!(ms(p.delay(3, Some(Duration::from_millis(10)))), 2000);
 }

@@ -20,6 +20,8 @@ pub struct Fake {
     pub requests: Mutex<Vec<(q::QueryPoints, Option<String>)>>,
     /// The vector size reported for every collection.
     pub dimension: u64,
+    /// Answers this many queries with the status first (a server warming up).
+    pub failures: Mutex<Vec<Status>>,
 }
 
 /// Starts the fake; returns its `http://127.0.0.1:<port>` URL.
@@ -41,6 +43,9 @@ impl Points for Fake {
         let key = request.metadata().get("api-key").and_then(|v| v.to_str().ok()).map(str::to_owned);
         let r = request.into_inner();
         self.requests.lock().unwrap().push((r.clone(), key));
+        if let Some(status) = self.failures.lock().unwrap().pop() {
+            return Err(status);
+        }
         if r.collection_name == "broken" {
             return Err(Status::not_found("Collection `broken` doesn't exist!"));
         }
