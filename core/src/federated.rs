@@ -165,6 +165,11 @@ impl FederatedEngine {
         &self.stores
     }
 
+    /// The reranker of the fused list, if any.
+    pub fn reranker(&self) -> Option<&Arc<dyn Reranker>> {
+        self.reranker.as_ref()
+    }
+
     /// Candidates asked of each store, and kept after fusion, for `limit`
     /// results: the one-store engine's rule.
     pub fn candidate_count(&self, limit: usize) -> usize {

@@ -10,7 +10,11 @@
 //! retry_attempts = 3                         # per backend request
 //! request_timeout_secs = 120                 # per attempt
 //!
-//! [reranker]                                 # optional: reranks the fused list
+//! rerank_min_score = 0.2                     # optional: drop what the last stage scores below
+//!
+//! [[reranker]]                               # optional: reranks the fused list; one table,
+//! kind = "bm25-fusion"                       # or an array of them applied in order (a chain)
+//! [[reranker]]
 //! kind = "openai"
 //! api_url = "http://localhost:8080"
 //! model = "bge-reranker"
@@ -29,12 +33,21 @@
 //! api_url = "http://localhost:8081"
 //! model = "e5-small"
 //! [stores.widgets.reranker]                  # optional: reorders this store's list before fusion
-//! kind = "boost"
+//! kind = "boost"                             # (a table or an array, as above; the store may
+//!                                            # set its own rerank_min_score too)
 //! ```
 //!
-//! Unknown keys and kinds are errors naming the key (with its store) and
-//! listing the valid choices. Secrets are only ever read from environment
-//! variables named in the file, and never printed.
+//! In YAML a chain is a list under `reranker:`. A chain runs each stage on
+//! the order the one before produced ([`RerankChain`]); a one-stage list is
+//! that stage. `rerank_min_score` drops candidates whose score from the last
+//! stage is below it (or NaN) before results are selected, so it is in that
+//! model's units: a cross-encoder's logit, an API's 0..1 relevance, a fused
+//! reciprocal-rank sum.
+//!
+//! Unknown keys and kinds are errors naming the key (with its store, and the
+//! stage index in a chain: `reranker[1]`) and listing the valid choices.
+//! Secrets are only ever read from environment variables named in the file,
+//! and never printed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,8 +58,9 @@ use figment::Figment;
 use figment::providers::{Env, Format, Toml, Yaml};
 use rr_core::federated::{DEFAULT_STORE_TIMEOUT, FederatedStore, SourcePattern};
 use rr_core::registry::{FactoryContext, Registry};
-use rr_core::{Embedder, FederatedEngine, RerankOptions, SearchEngine};
+use rr_core::{Embedder, FederatedEngine, RerankChain, RerankOptions, Reranker, SearchEngine};
 use serde::Deserialize;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde_json::{Map, Value};
 
 /// A store, embedder or reranker section: its kind and the factory's settings.
@@ -57,13 +71,43 @@ pub struct Component {
     pub settings: Map<String, Value>,
 }
 
+/// A `reranker` key: one component table, or an array of them (a chain).
+#[derive(Debug, Clone)]
+pub enum RerankerSection {
+    One(Component),
+    Chain(Vec<Component>),
+}
+
+/// By hand rather than `#[serde(untagged)]`, whose one message ("data did
+/// not match any variant") would hide which key of which stage is wrong.
+impl<'de> Deserialize<'de> for RerankerSection {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = RerankerSection;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a reranker table or an array of reranker tables")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                Component::deserialize(MapAccessDeserializer::new(map)).map(RerankerSection::One)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+                Vec::<Component>::deserialize(SeqAccessDeserializer::new(seq)).map(RerankerSection::Chain)
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
 /// One `[stores.<name>]` section.
 #[derive(Debug, Clone, Deserialize)]
 pub struct StoreSection {
     pub kind: String,
     pub embedder: Component,
     #[serde(default)]
-    pub reranker: Option<Component>,
+    pub reranker: Option<RerankerSection>,
+    #[serde(default)]
+    pub rerank_min_score: Option<f64>,
     #[serde(default)]
     pub sources: Option<Vec<String>>,
     #[serde(default)]
@@ -86,7 +130,9 @@ pub struct StoresFile {
     #[serde(default)]
     pub request_timeout_secs: Option<f64>,
     #[serde(default)]
-    pub reranker: Option<Component>,
+    pub reranker: Option<RerankerSection>,
+    #[serde(default)]
+    pub rerank_min_score: Option<f64>,
     #[serde(default)]
     pub rerank_candidate_multiplier: Option<usize>,
     #[serde(default)]
@@ -127,6 +173,46 @@ fn secs(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, St
         Some(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v)),
         Some(v) => Err(err(format!("{key}: must be a positive number of seconds, not {v}"))),
     }
+}
+
+/// The reranker that the `reranker` and `rerank_min_score` keys under
+/// `prefix` (`""` or `stores.<name>.`) describe: the component itself when
+/// there is one stage and no cut-off, else a chain.
+fn reranker(
+    prefix: &str,
+    section: Option<&RerankerSection>,
+    min_score: Option<f64>,
+    registry: &Registry,
+    ctx: &FactoryContext,
+) -> Result<Option<Arc<dyn Reranker>>, StoresError> {
+    let at = format!("{prefix}reranker");
+    let min_key = format!("{prefix}rerank_min_score");
+    let Some(section) = section else {
+        return match min_score {
+            Some(_) => Err(err(format!("{min_key}: needs a reranker, whose last stage's scores it cuts"))),
+            None => Ok(None),
+        };
+    };
+    if let Some(v) = min_score
+        && v.is_nan()
+    {
+        return Err(err(format!("{min_key}: must be a number, not {v}")));
+    }
+    let build = |label: String, c: &Component| {
+        registry.reranker(&c.kind, &Value::Object(c.settings.clone()), ctx).map_err(|e| err(format!("{label}: {e}")))
+    };
+    let stages = match section {
+        RerankerSection::One(c) => vec![build(at.clone(), c)?],
+        RerankerSection::Chain(list) => {
+            list.iter().enumerate().map(|(i, c)| build(format!("{at}[{i}]"), c)).collect::<Result<Vec<_>, _>>()?
+        }
+    };
+    if stages.len() == 1 && min_score.is_none() {
+        return Ok(stages.into_iter().next());
+    }
+    let chain = RerankChain::new(stages)
+        .map_err(|_| err(format!("{at}: an empty array has no stage; leave the key out for no reranking")))?;
+    Ok(Some(Arc::new(chain.with_min_score(min_score))))
 }
 
 /// The factory context the file describes.
@@ -176,23 +262,11 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
             entry.sources =
                 Some(sources.iter().map(|s| SourcePattern::parse(s)).collect::<Result<_, _>>().map_err(|e| at(&e))?);
         }
-        if let Some(r) = &section.reranker {
-            entry.reranker = Some(
-                registry
-                    .reranker(&r.kind, &Value::Object(r.settings.clone()), ctx)
-                    .map_err(|e| err(format!("stores.{name}.reranker: {e}")))?,
-            );
-        }
+        entry.reranker =
+            reranker(&format!("stores.{name}."), section.reranker.as_ref(), section.rerank_min_score, registry, ctx)?;
         stores.push(entry);
     }
-    let reranker = match &file.reranker {
-        Some(r) => Some(
-            registry
-                .reranker(&r.kind, &Value::Object(r.settings.clone()), ctx)
-                .map_err(|e| err(format!("reranker: {e}")))?,
-        ),
-        None => None,
-    };
+    let reranker = reranker("", file.reranker.as_ref(), file.rerank_min_score, registry, ctx)?;
     let mut rerank = RerankOptions::default();
     if let Some(m) = file.rerank_candidate_multiplier {
         rerank.candidate_multiplier = m.max(1);
@@ -316,6 +390,107 @@ kind = "hash"
         let msg = build_err("s.toml", &secret);
         assert!(msg.contains("unknown field `api_key`, expected one of `api_url`, `model`, `api_key_env`"), "{msg}");
         assert!(!msg.contains("sk-1"));
+    }
+
+    /// A reranker's name and cut-off.
+    type Described = Option<(String, Option<f64>)>;
+
+    fn describe(r: Option<&Arc<dyn Reranker>>) -> Described {
+        r.map(|r| (r.name().to_owned(), r.min_score()))
+    }
+
+    /// The fused list's reranker and each store's.
+    fn rerankers(name: &str, body: &str) -> (Described, Vec<Described>) {
+        let (_dir, path) = write(name, body);
+        let engine = engine(&path).unwrap();
+        let fed = engine.federation().unwrap();
+        (describe(fed.reranker()), fed.stores().iter().map(|s| describe(s.reranker.as_ref())).collect())
+    }
+
+    #[test]
+    fn a_reranker_array_is_a_chain_with_its_cut_off() {
+        let body = format!(
+            "rerank_min_score = 0.2\n[[reranker]]\nkind = \"bm25-fusion\"\nk = 10\n[[reranker]]\nkind = \"mmr\"\nlambda = 0.5\n{}",
+            TWO.replacen(
+                "[stores.a.embedder]",
+                "rerank_min_score = -1.5\nreranker = [{kind = \"mmr\"}, {kind = \"bm25-fusion\"}]\n[stores.a.embedder]",
+                1
+            )
+        );
+        let (top, per_store) = rerankers("s.toml", &body);
+        assert_eq!(top, Some(("bm25-fusion > mmr".into(), Some(0.2))));
+        assert_eq!(per_store[0], Some(("mmr > bm25-fusion".into(), Some(-1.5))));
+        assert_eq!(per_store[1], None);
+    }
+
+    #[test]
+    fn a_yaml_list_is_a_chain_too() {
+        let yaml = r#"
+rerank_min_score: 0.5
+reranker:
+  - kind: bm25-fusion
+    weight_lexical: 2
+  - kind: mmr
+stores:
+  a:
+    kind: chroma
+    url: http://127.0.0.1:1
+    collection: a
+    embedder: {kind: hash}
+    reranker: [{kind: mmr}]
+"#;
+        let (top, per_store) = rerankers("s.yaml", yaml);
+        assert_eq!(top, Some(("bm25-fusion > mmr".into(), Some(0.5))));
+        // One stage and no cut-off: the stage itself, not a chain around it.
+        assert_eq!(per_store[0], Some(("mmr".into(), None)));
+    }
+
+    #[test]
+    fn one_table_is_one_reranker_and_a_cut_off_wraps_it() {
+        let one = format!("[reranker]\nkind = \"mmr\"\n{TWO}");
+        assert_eq!(rerankers("s.toml", &one).0, Some(("mmr".into(), None)));
+        let cut = format!("rerank_min_score = 2\n{one}");
+        assert_eq!(rerankers("s.toml", &cut).0, Some(("mmr".into(), Some(2.0))));
+    }
+
+    #[test]
+    fn chain_errors_name_the_stage() {
+        let bad_kind = format!("[[reranker]]\nkind = \"bm25-fusion\"\n[[reranker]]\nkind = \"bm26\"\n{TWO}");
+        let msg = build_err("s.toml", &bad_kind);
+        assert!(msg.starts_with("reranker[1]: unknown reranker kind \"bm26\"; valid kinds: bm25-fusion, "), "{msg}");
+        assert!(msg.contains(", mmr, ") && msg.contains("openai"), "{msg}");
+        let bad_key = TWO.replacen(
+            "[stores.b.embedder]",
+            "reranker = [{kind = \"bm25-fusion\"}, {kind = \"mmr\", lamda = 1}]\n[stores.b.embedder]",
+            1,
+        );
+        assert_eq!(
+            build_err("s.toml", &bad_key),
+            "stores.b.reranker[1]: reranker \"mmr\": unknown field `lamda`, expected `lambda`"
+        );
+        let bad_value = format!("[reranker]\nkind = \"mmr\"\nlambda = 2\n{TWO}");
+        assert_eq!(
+            build_err("s.toml", &bad_value),
+            "reranker: reranker \"mmr\": lambda must be between 0 and 1, not 2"
+        );
+        assert_eq!(
+            build_err("s.toml", &format!("reranker = []\n{TWO}")),
+            "reranker: an empty array has no stage; leave the key out for no reranking"
+        );
+        assert_eq!(
+            build_err("s.toml", &format!("rerank_min_score = 0.2\n{TWO}")),
+            "rerank_min_score: needs a reranker, whose last stage's scores it cuts"
+        );
+        let nan = TWO.replacen(
+            "[stores.a.embedder]",
+            "rerank_min_score = nan\nreranker = {kind = \"mmr\"}\n[stores.a.embedder]",
+            1,
+        );
+        assert_eq!(build_err("s.toml", &nan), "stores.a.rerank_min_score: must be a number, not NaN");
+        let msg = build_err("s.toml", &format!("reranker = \"mmr\"\n{TWO}"));
+        assert!(msg.contains("expected a reranker table or an array of reranker tables"), "{msg}");
+        let msg = build_err("s.toml", &format!("[[reranker]]\nlambda = 1\n{TWO}"));
+        assert!(msg.contains("missing field `kind`"), "{msg}");
     }
 
     #[test]
