@@ -186,7 +186,7 @@ impl ChromaStore {
     }
 
     /// Sends the configured token, never a caller's.
-    fn write_authorization(&self) -> Option<&str> {
+    pub(crate) fn write_authorization(&self) -> Option<&str> {
         self.authorization.as_deref().filter(|a| !a.is_empty())
     }
 

@@ -33,8 +33,15 @@
 //! namespace's ids page by page, and upserts and deletes by id. See
 //! [`ChromaStore::namespace_ids`](rr_core::IndexStore::namespace_ids) for the
 //! order in which it learns the server's batch limit.
+//!
+//! # Reading a collection back
+//!
+//! [`ChromaStore::all_ids`] and [`ChromaStore::all_records`] (module `read`)
+//! page through the whole collection, for the navigation tools, which
+//! rebuild files from the chunks.
 
 mod index;
+mod read;
 mod registry;
 
 use std::sync::{Mutex, OnceLock, PoisonError};
@@ -53,6 +60,8 @@ pub const LOOKUP_OPERATION: &str = "Chroma collection lookup";
 pub const QUERY_OPERATION: &str = "Chroma query";
 /// The `name()` of the store, as a [`VectorStore`] and as an index store.
 pub const STORE_NAME: &str = "chroma";
+
+pub use read::READ_OPERATION;
 
 pub use index::{
     CREATE_OPERATION, DEFAULT_MAX_BATCH_SIZE, DEFAULT_PAGE_SIZE, DELETE_OPERATION, MAX_BATCH_SIZE_OPERATION,

@@ -290,3 +290,42 @@ async fn a_non_finite_embedding_is_refused_before_sending() {
     assert_eq!(err.to_string(), "Chroma upsert: encode request: json: unsupported value: +Inf");
     assert_eq!(server.request_count(), 0);
 }
+
+#[tokio::test]
+async fn the_whole_collection_is_read_page_by_page_without_a_filter() {
+    let server = FakeServer::start(|r: &Recorded| match r.path.as_str() {
+        LOOKUP => Reply::json(json!({"id": "c1", "name": "repository-content"})),
+        p if p == op("c1", "get") => {
+            let body: Value = serde_json::from_slice(&r.body).unwrap();
+            let offset = body["offset"].as_u64().unwrap() as usize;
+            let ids: Vec<String> = (offset..3.min(offset + 2)).map(|i| format!("id-{i}")).collect();
+            let documents: Vec<Value> =
+                ids.iter().map(|i| if i == "id-1" { Value::Null } else { json!(format!("doc {i}")) }).collect();
+            let metadatas: Vec<Value> = ids.iter().map(|_| json!({"path": "a.rs", "start_line": 3})).collect();
+            Reply::json(json!({"ids": ids, "documents": documents, "metadatas": metadatas}))
+        }
+        _ => Reply::status(404, r#"{"error":"NotFoundError"}"#),
+    })
+    .await;
+    let store = writer(&server, Some("tok"), 1).with_page_size(2);
+    let records = store.all_records().await.unwrap().unwrap();
+    let ids: Vec<&str> = records.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(ids, ["id-0", "id-1", "id-2"]);
+    assert_eq!(records[0].document, "doc id-0");
+    assert_eq!(records[1].document, "", "a null document reads as empty");
+    assert_eq!((records[2].metadata.path.as_str(), records[2].metadata.start_line), ("a.rs", 3));
+    let bodies: Vec<String> = server.requests().iter().skip(1).map(Recorded::body_text).collect();
+    assert_eq!(
+        bodies,
+        [
+            r#"{"limit":2,"offset":0,"include":["documents","metadatas"]}"#,
+            r#"{"limit":2,"offset":2,"include":["documents","metadatas"]}"#,
+        ]
+    );
+    assert!(server.requests().iter().all(|r| r.header("authorization") == Some("Bearer tok")));
+    assert_eq!(store.all_ids().await.unwrap().unwrap(), ids);
+    assert_eq!(server.requests().last().unwrap().body_text(), r#"{"limit":2,"offset":2,"include":[]}"#);
+
+    let missing = FakeServer::start(|_| Reply::status(404, r#"{"error":"NotFoundError"}"#)).await;
+    assert_eq!(writer(&missing, None, 1).all_records().await.unwrap(), None);
+}

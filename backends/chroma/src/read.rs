@@ -1,0 +1,85 @@
+//! Reading a whole collection back: every record id, or every record with
+//! its document and metadata, page by page (`POST .../collections/<id>/get`
+//! with `limit`/`offset`, no `where`).
+//!
+//! The navigation tools use it to rebuild files from the chunks a Chroma
+//! collection holds: the ids alone are a cheap fingerprint (a record's id
+//! names its namespace, document and file hash, so any change of content
+//! changes the set), and the full read happens only when that set changed.
+//! Reads send the configured token, as writes do: there is no caller whose
+//! header could be passed through.
+
+use rr_core::Chunk;
+use rr_core::Metadata;
+use rr_http::gojson::null_as_default;
+use serde::{Deserialize, Serialize};
+
+use crate::{ChromaError, ChromaStore};
+
+/// The operation name of a page of a whole-collection read.
+pub const READ_OPERATION: &str = "Chroma collection read";
+
+#[derive(Serialize)]
+struct ReadBody<'a> {
+    limit: usize,
+    offset: usize,
+    include: &'a [&'a str],
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ReadResponse {
+    #[serde(default, deserialize_with = "null_as_default")]
+    ids: Vec<String>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    documents: Vec<Option<String>>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    metadatas: Vec<Option<Metadata>>,
+}
+
+impl ChromaStore {
+    /// Every record id of the collection, in Chroma's order; `None` when the
+    /// collection does not exist.
+    pub async fn all_ids(&self) -> Result<Option<Vec<String>>, ChromaError> {
+        Ok(self.read_all(&[]).await?.map(|pages| pages.into_iter().flat_map(|p| p.ids).collect()))
+    }
+
+    /// Every record of the collection with its document and metadata (a
+    /// missing one reads as empty), in Chroma's order; `None` when the
+    /// collection does not exist.
+    pub async fn all_records(&self) -> Result<Option<Vec<Chunk>>, ChromaError> {
+        let Some(pages) = self.read_all(&["documents", "metadatas"]).await? else {
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        for page in pages {
+            let mut documents = page.documents.into_iter();
+            let mut metadatas = page.metadatas.into_iter();
+            out.extend(page.ids.into_iter().map(|id| Chunk {
+                id,
+                document: documents.next().flatten().unwrap_or_default(),
+                metadata: metadatas.next().flatten().unwrap_or_default(),
+            }));
+        }
+        Ok(Some(out))
+    }
+
+    async fn read_all(&self, include: &[&str]) -> Result<Option<Vec<ReadResponse>>, ChromaError> {
+        let Some(id) = self.find_collection().await? else {
+            return Ok(None);
+        };
+        let url = self.collection_operation_url(&id, "get");
+        let mut pages = Vec::new();
+        let mut offset = 0;
+        loop {
+            let body = ReadBody { limit: self.page_size, offset, include };
+            let page: ReadResponse =
+                self.http.post_json(READ_OPERATION, &url, &body, self.write_authorization()).await?;
+            let full = page.ids.len() >= self.page_size;
+            offset += page.ids.len();
+            pages.push(page);
+            if !full {
+                return Ok(Some(pages));
+            }
+        }
+    }
+}
