@@ -351,6 +351,23 @@ async fn store_files(
 
 /// The search engine over an existing store.
 pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
+    let open = open(store_dir)?;
+    let options = PipelineOptions { query_prefix: open.settings.query_prefix.clone(), ..PipelineOptions::default() };
+    Ok(SearchEngine::new(open.embedder, open.store, None, options))
+}
+
+/// An existing store with the embedder its vectors were made with: the
+/// parts of [`engine`], for callers that run the pipeline's steps themselves
+/// (`eval`).
+pub struct OpenStore {
+    pub embedder: Arc<dyn Embedder>,
+    pub store: Arc<EmbeddedStore>,
+    /// What it was written with (the query prefix among them).
+    pub settings: StoreSettings,
+}
+
+/// Opens an existing store (see [`OpenStore`]).
+pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
     let settings = read_settings(store_dir)?.ok_or_else(|| {
         LocalError::new(format!(
             "no index at {}: run `repo-retriever index <folder> --store {}` first",
@@ -370,8 +387,7 @@ pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
             settings.dimension
         )));
     }
-    let options = PipelineOptions { query_prefix: settings.query_prefix.clone(), ..PipelineOptions::default() };
-    Ok(SearchEngine::new(embedder, store, None, options))
+    Ok(OpenStore { embedder, store, settings })
 }
 
 /// Runs one search as the MCP tool would and returns its text and whether

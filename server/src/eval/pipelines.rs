@@ -1,0 +1,327 @@
+//! The pipelines an evaluation compares, and one query through a pipeline
+//! with each step timed.
+//!
+//! A pipelines file (TOML) lists `[[pipeline]]` tables:
+//!
+//! ```toml
+//! [[pipeline]]
+//! name = "minilm + bm25-fusion"
+//! store = ".repo-retriever"              # an embedded store folder, or a component table:
+//! # store = { kind = "chroma", url = "http://localhost:8000", collection = "widgets" }
+//! embedder = { kind = "hash" }           # optional for a store folder: default its own
+//! reranker = [{ kind = "bm25-fusion" }, { kind = "mmr" }]   # optional; one table or a chain
+//! candidates = 30                        # retrieved before reranking (default 30)
+//! min_score = 0.1                        # optional: drop results the last stage scores below this
+//! query_prefix = "query: "               # optional: default the store folder's, else "query: "
+//! ```
+//!
+//! Stores, embedders and rerankers are built through the plugin registry by
+//! kind, with the same settings as a `serve --stores` file.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use figment::Figment;
+use figment::providers::{Format, Toml};
+use rr_core::registry::{FactoryContext, Registry};
+use rr_core::rerank::score_order;
+use rr_core::{CallContext, Candidate, Embedder, RerankChain, RerankOptions, Reranker as _, VectorQuery, VectorStore};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::queries::EvalQuery;
+use crate::stores::Component;
+
+/// Candidates retrieved before reranking when a pipeline does not say.
+pub const DEFAULT_CANDIDATES: usize = 30;
+
+/// The rerankers the default comparison crosses the store with, as chains
+/// of registry kinds; the first, no reranker, is the baseline.
+pub const DEFAULT_CHAINS: [&[&str]; 4] = [&[], &["bm25-fusion"], &["mmr"], &["bm25-fusion", "mmr"]];
+
+/// The reranker kind added to the default comparison when its model folder is set.
+pub const CROSS_ENCODER: (&str, &str) = ("cross-encoder", "RR_CROSS_ENCODER_DIR");
+
+/// A problem with the pipelines, worded for the operator.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct PipelineError(pub String);
+
+fn err(message: impl Into<String>) -> PipelineError {
+    PipelineError(message.into())
+}
+
+/// One step-by-step search configuration.
+pub struct Pipeline {
+    pub name: String,
+    pub embedder: Arc<dyn Embedder>,
+    pub store: Arc<dyn VectorStore>,
+    pub query_prefix: String,
+    /// The rerank stages in order, with the cut-off; `None` for no reranking.
+    pub reranker: Option<RerankChain>,
+    pub candidates: usize,
+}
+
+impl Pipeline {
+    /// The names of the rerank stages, in order.
+    pub fn stage_names(&self) -> Vec<String> {
+        self.reranker.iter().flat_map(|c| c.stages()).map(|s| s.name().to_owned()).collect()
+    }
+}
+
+impl std::fmt::Debug for Pipeline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("name", &self.name)
+            .field("embedder", &self.embedder.name())
+            .field("store", &self.store.name())
+            .field("reranker", &self.reranker)
+            .field("candidates", &self.candidates)
+            .finish()
+    }
+}
+
+/// The time each step of one query took.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Timings {
+    pub embed: Duration,
+    pub retrieve: Duration,
+    /// Each rerank stage by name, in order.
+    pub stages: Vec<(String, Duration)>,
+    pub total: Duration,
+}
+
+impl Pipeline {
+    /// Embeds the query (with the prefix), retrieves `candidates` through
+    /// the query's filter, reranks stage by stage, applies the cut-off and
+    /// keeps the first `limit`.
+    pub async fn run(&self, query: &EvalQuery, limit: usize) -> Result<(Vec<Candidate>, Timings), PipelineError> {
+        let ctx = CallContext::default();
+        let failed = |step: &str, e: &dyn std::fmt::Display| {
+            err(format!("pipeline {:?}, query on line {}: {step}: {e}", self.name, query.line))
+        };
+        let started = Instant::now();
+        let mut timings = Timings::default();
+        let input = [format!("{}{}", self.query_prefix, query.query)];
+        let embedding = self.embedder.embed(&input, &ctx).await.map_err(|e| failed("embed", &e))?.swap_remove(0);
+        timings.embed = started.elapsed();
+
+        let at = Instant::now();
+        let vector_query =
+            VectorQuery { embedding, n_results: self.candidates.max(limit), filter: query.filter.clone() };
+        let candidates = self.store.query(&vector_query, &ctx).await.map_err(|e| failed("retrieve", &e))?;
+        timings.retrieve = at.elapsed();
+
+        let mut results = match &self.reranker {
+            None => candidates,
+            Some(chain) => {
+                let (ranked, stages) =
+                    rerank_in_stages(chain, &query.query, candidates, &ctx).await.map_err(|e| failed("rerank", &e))?;
+                timings.stages = stages;
+                ranked
+            }
+        };
+        results.truncate(limit);
+        timings.total = started.elapsed();
+        Ok((results, timings))
+    }
+}
+
+/// Reranks `candidates` through the chain (each stage sees the order the
+/// one before produced), drops what the last stage scored below the chain's
+/// cut-off (and NaN), and sorts as the pipeline does: stable, highest first,
+/// NaN last. Returns the final order and each stage's name and duration.
+pub async fn rerank_in_stages(
+    chain: &RerankChain,
+    query: &str,
+    candidates: Vec<Candidate>,
+    ctx: &CallContext,
+) -> Result<(Vec<Candidate>, Vec<(String, Duration)>), rr_core::SearchError> {
+    let documents = rr_core::pipeline::rerank_documents(&candidates, &RerankOptions::default())?;
+    let (scores, timings) = chain.rerank_timed(query, &documents, ctx).await?;
+    let mut ranked: Vec<(f64, Candidate)> = scores.into_iter().zip(candidates).collect();
+    if let Some(min) = chain.min_score() {
+        ranked.retain(|(score, _)| *score >= min);
+    }
+    ranked.sort_by(|a, b| score_order(a.0, b.0));
+    Ok((ranked.into_iter().map(|(_, c)| c).collect(), timings))
+}
+
+/// The default comparison: the embedded store at `store_dir` with its own
+/// embedder, crossed with [`DEFAULT_CHAINS`] (and the cross-encoder when
+/// `RR_CROSS_ENCODER_DIR` is set). Chains with a kind this binary does not
+/// register are left out; their names are returned as the second value.
+pub fn defaults(
+    store_dir: &Path,
+    registry: &Registry,
+    ctx: &FactoryContext,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(Vec<Pipeline>, Vec<String>), PipelineError> {
+    let crate::local::OpenStore { embedder, store, settings } =
+        crate::local::open(store_dir).map_err(|e| err(e.to_string()))?;
+    let mut chains: Vec<Vec<&str>> = DEFAULT_CHAINS.iter().map(|c| c.to_vec()).collect();
+    if env(CROSS_ENCODER.1).is_some_and(|v| !v.is_empty()) {
+        chains.push(vec![CROSS_ENCODER.0]);
+    }
+    let known = registry.names(rr_core::PluginKind::Reranker);
+    let mut pipelines = Vec::new();
+    let mut missing = Vec::new();
+    for chain in chains {
+        let name = std::iter::once(settings.embedder.as_str()).chain(chain.iter().copied()).collect::<Vec<_>>();
+        let name = name.join(" + ");
+        if chain.iter().any(|kind| !known.contains(kind)) {
+            missing.push(name);
+            continue;
+        }
+        let stages = chain
+            .iter()
+            .map(|kind| {
+                registry
+                    .reranker(kind, &Value::Object(Default::default()), ctx)
+                    .map_err(|e| err(format!("{name}: {e}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        pipelines.push(Pipeline {
+            name,
+            embedder: embedder.clone(),
+            store: store.clone(),
+            query_prefix: settings.query_prefix.clone(),
+            reranker: RerankChain::new(stages).ok(),
+            candidates: DEFAULT_CANDIDATES,
+        });
+    }
+    Ok((pipelines, missing))
+}
+
+/// A pipeline's `store`: a folder, or a registry component.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum StoreSpec {
+    Folder(PathBuf),
+    Component(Component),
+}
+
+/// A pipeline's `reranker`: one component or a chain.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RerankerSpec {
+    One(Component),
+    Chain(Vec<Component>),
+}
+
+/// One `[[pipeline]]` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelineSpec {
+    pub name: String,
+    pub store: StoreSpec,
+    #[serde(default)]
+    pub embedder: Option<Component>,
+    #[serde(default)]
+    pub reranker: Option<RerankerSpec>,
+    #[serde(default)]
+    pub candidates: Option<usize>,
+    #[serde(default)]
+    pub min_score: Option<f64>,
+    #[serde(default)]
+    pub query_prefix: Option<String>,
+}
+
+/// The whole pipelines file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelinesFile {
+    #[serde(default)]
+    pub pipeline: Vec<PipelineSpec>,
+}
+
+/// Reads a pipelines file.
+pub fn read(path: &Path) -> Result<PipelinesFile, PipelineError> {
+    if !path.is_file() {
+        return Err(err(format!("pipelines file {}: not found", path.display())));
+    }
+    let file: PipelinesFile = Figment::from(Toml::file(path)).extract().map_err(|e| {
+        let all: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
+        err(format!("pipelines file {}: {}", path.display(), all.join("; ")))
+    })?;
+    if file.pipeline.is_empty() {
+        return Err(err(format!("pipelines file {}: no [[pipeline]] table", path.display())));
+    }
+    Ok(file)
+}
+
+/// Builds every pipeline of a file, with `registry`'s kinds.
+pub fn build(file: &PipelinesFile, registry: &Registry, ctx: &FactoryContext) -> Result<Vec<Pipeline>, PipelineError> {
+    let mut names = std::collections::HashSet::new();
+    file.pipeline
+        .iter()
+        .enumerate()
+        .map(|(i, spec)| {
+            if !names.insert(spec.name.as_str()) {
+                return Err(err(format!("pipeline[{i}]: the name {:?} is used twice", spec.name)));
+            }
+            build_one(spec, registry, ctx).map_err(|e| err(format!("pipeline[{i}] {:?}: {e}", spec.name)))
+        })
+        .collect()
+}
+
+fn build_one(spec: &PipelineSpec, registry: &Registry, ctx: &FactoryContext) -> Result<Pipeline, PipelineError> {
+    if spec.name.trim().is_empty() {
+        return Err(err("name: must be non-empty"));
+    }
+    let component = |c: &Component| Value::Object(c.settings.clone());
+    // A store folder (or an `embedded` table naming one) knows its embedder and prefix.
+    let folder = match &spec.store {
+        StoreSpec::Folder(dir) => Some(dir.clone()),
+        StoreSpec::Component(c) if c.kind == "embedded" => {
+            c.settings.get("path").and_then(Value::as_str).map(PathBuf::from)
+        }
+        StoreSpec::Component(_) => None,
+    };
+    let own = match &folder {
+        Some(dir) if spec.embedder.is_none() || spec.query_prefix.is_none() => {
+            Some(crate::local::open(dir).map_err(|e| err(format!("store: {e}")))?)
+        }
+        _ => None,
+    };
+    let store: Arc<dyn VectorStore> = match (&spec.store, &own) {
+        (StoreSpec::Folder(_), Some(own)) => own.store.clone(),
+        (StoreSpec::Folder(dir), None) => crate::local::open(dir).map_err(|e| err(format!("store: {e}")))?.store,
+        (StoreSpec::Component(c), _) => {
+            registry.store(&c.kind, &component(c), ctx).map_err(|e| err(format!("store: {e}")))?
+        }
+    };
+    let embedder = match (&spec.embedder, &own) {
+        (Some(c), _) => registry.embedder(&c.kind, &component(c), ctx).map_err(|e| err(format!("embedder: {e}")))?,
+        (None, Some(own)) => own.embedder.clone(),
+        (None, None) => return Err(err("embedder: required when the store is not an embedded store folder")),
+    };
+    let query_prefix = match (&spec.query_prefix, &own) {
+        (Some(p), _) => p.clone(),
+        (None, Some(own)) => own.settings.query_prefix.clone(),
+        (None, None) => rr_core::PipelineOptions::default().query_prefix,
+    };
+    let chain = match &spec.reranker {
+        None => Vec::new(),
+        Some(RerankerSpec::One(c)) => vec![c.clone()],
+        Some(RerankerSpec::Chain(cs)) => cs.clone(),
+    };
+    let stages = chain
+        .iter()
+        .enumerate()
+        .map(|(n, c)| registry.reranker(&c.kind, &component(c), ctx).map_err(|e| err(format!("reranker[{n}]: {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let candidates = spec.candidates.unwrap_or(DEFAULT_CANDIDATES);
+    if candidates == 0 {
+        return Err(err("candidates: must be at least 1"));
+    }
+    if spec.min_score.is_some() && stages.is_empty() {
+        return Err(err("min_score: needs a reranker, whose scores it cuts"));
+    }
+    if spec.min_score.is_some_and(f64::is_nan) {
+        return Err(err("min_score: must be a number"));
+    }
+    let reranker = RerankChain::new(stages).ok().map(|c| c.with_min_score(spec.min_score));
+    Ok(Pipeline { name: spec.name.clone(), embedder, store, query_prefix, reranker, candidates })
+}
