@@ -38,16 +38,19 @@ fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_owned())
 }
 
-/// The Chroma store, the OpenAI-compatible embedder and, when configured,
-/// the OpenAI-compatible reranker, sharing one HTTP client.
-pub fn build_engine(config: &Config) -> Result<SearchEngine, HttpError> {
+/// The HTTP client of every backend request: the configured attempts,
+/// timeout and secrets to redact.
+pub fn http_client(config: &Config) -> Result<HttpClient, HttpError> {
     let mut settings = HttpSettings::new(user_agent());
     settings.retry_attempts = config.retry_attempts as u32;
     settings.request_timeout = config.request_timeout;
     settings.secrets = config.secrets();
-    let http = HttpClient::new(settings)?;
+    HttpClient::new(settings)
+}
 
-    let store = ChromaStore::new(
+/// The configured Chroma collection.
+pub fn chroma_store(config: &Config, http: HttpClient) -> ChromaStore {
+    ChromaStore::new(
         ChromaConfig {
             server_url: config.server_url.clone(),
             tenant: config.tenant.clone(),
@@ -55,8 +58,15 @@ pub fn build_engine(config: &Config) -> Result<SearchEngine, HttpError> {
             collection_name: config.collection_name.clone(),
             bearer_token: non_empty(&config.bearer_token),
         },
-        http.clone(),
-    );
+        http,
+    )
+}
+
+/// The Chroma store, the OpenAI-compatible embedder and, when configured,
+/// the OpenAI-compatible reranker, sharing one HTTP client.
+pub fn build_engine(config: &Config) -> Result<SearchEngine, HttpError> {
+    let http = http_client(config)?;
+    let store = chroma_store(config, http.clone());
     let embedder = OpenAiEmbedder::new(
         OpenAiEmbedderConfig {
             api_url: config.embedding_api_url.clone(),

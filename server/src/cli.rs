@@ -22,7 +22,7 @@ pub enum Command {
     Index(Box<IndexArgs>),
     /// Search the embedded store and print the same Markdown as the MCP tool.
     Search(SearchCmd),
-    /// Serve the MCP `search` tool over the embedded store (stdio, or HTTP with --http).
+    /// Serve MCP over the embedded store, or a Chroma collection with --chroma-url (stdio, or HTTP with --http).
     Serve(ServeCmd),
     /// List the registered store, embedder and reranker kinds (name, kind, origin).
     Plugins(PluginsCmd),
@@ -108,7 +108,8 @@ pub struct IndexArgs {
 /// Index into a Chroma collection instead of the embedded store.
 #[derive(Debug, Args)]
 pub struct ChromaArgs {
-    /// Chroma server origin; when set, records go to Chroma (needs --collection-name and an embedding endpoint).
+    /// Chroma server origin; when set, index writes to and serve reads from this collection (needs
+    /// --collection-name and an embedding endpoint).
     #[arg(long, requires_all = ["collection_name", "embedding_api_url", "embedding_model"])]
     pub chroma_url: Option<String>,
     #[arg(long, env = "CHROMA_REPO_SEARCH_COLLECTION_NAME")]
@@ -160,6 +161,9 @@ pub struct ServeCmd {
     /// Let add_repository fetch from loopback addresses (tests only; also REPO_RETRIEVER_ALLOW_LOOPBACK_GIT=1).
     #[arg(long)]
     pub allow_loopback_git: bool,
+    /// Serve a Chroma collection (search, and with --tools all the navigation tools over its chunks).
+    #[command(flatten)]
+    pub chroma: ChromaArgs,
 }
 
 impl StoreArg {
@@ -295,15 +299,25 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             Ok(true)
         }
         Command::Serve(args) => {
-            let engine = match &args.stores {
-                Some(file) => crate::stores::engine(file).map_err(|e| e.to_string())?,
-                None => crate::local::engine(&args.store.dir()).map_err(|e| e.to_string())?,
+            let chroma =
+                crate::nav::chroma::serve_config(&args.chroma, args.store.store.is_some() || args.stores.is_some())?;
+            let engine = match (&chroma, &args.stores) {
+                (Some(config), _) => crate::app::build_engine(config).map_err(|e| e.to_string())?,
+                (None, Some(file)) => crate::stores::engine(file).map_err(|e| e.to_string())?,
+                (None, None) => crate::local::engine(&args.store.dir()).map_err(|e| e.to_string())?,
             };
             let mut service = crate::protocol::McpService::new(engine, crate::app::NAME, crate::app::version_line());
             if args.tools == "all" {
                 let mut config = crate::nav::NavConfig::default();
                 config.allow_loopback_git |= args.allow_loopback_git;
-                service = service.with_navigation(crate::nav::NavService::open_dir(&args.store.dir(), config)?);
+                let nav = match &chroma {
+                    Some(chroma) => {
+                        let source = crate::nav::chroma::ChromaSource::from_config(chroma)?;
+                        crate::nav::NavService::open_chroma(source, config).await?
+                    }
+                    None => crate::nav::NavService::open_dir(&args.store.dir(), config)?,
+                };
+                service = service.with_navigation(nav);
                 if args.http.is_some() {
                     service = service.with_rate_limit(args.rate_limit);
                 }

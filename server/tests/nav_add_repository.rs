@@ -289,7 +289,7 @@ fn issue5_files_reassembled_from_chroma_records() {
         let text = String::from_utf8(raw).unwrap().replace("\r\n", "\n");
         let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         assert_eq!(r.content.trim_end(), text.trim_end(), "{path}");
-        assert_eq!(missing_note(&r), None, "{path}");
+        assert_eq!(missing_note(&r.path, &r.missing_lines), None, "{path}");
     }
     // A lost record: its lines are reported, not invented.
     let without: Vec<rr_core::Chunk> = chunks
@@ -300,7 +300,7 @@ fn issue5_files_reassembled_from_chroma_records() {
     let r = reassemble("internal/store/store.go", &without);
     assert_eq!(r.missing_lines, vec![(22, 30)]);
     assert_eq!(
-        missing_note(&r).unwrap(),
+        missing_note(&r.path, &r.missing_lines).unwrap(),
         "Lines 22-30 of internal/store/store.go could not be recovered from the index."
     );
 }

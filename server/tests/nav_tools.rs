@@ -93,7 +93,7 @@ async fn issue5_list_repositories_and_resolution() {
     );
 
     // A second branch of the same repository: the name is ambiguous.
-    index(&corpus(), nav.dir(), "acme", "widgets", "dev").await;
+    index(&corpus(), nav.dir().unwrap(), "acme", "widgets", "dev").await;
     nav.refresh().unwrap();
     assert_eq!(
         err(&nav, "analyze_repository", json!({"repository": "acme/widgets"})).await,
@@ -385,7 +385,7 @@ async fn issue5_pathological_regex_returns_within_the_budget_and_lists_the_file(
 #[tokio::test]
 async fn issue5_resources() {
     let (_dir, nav) = fixture(off()).await;
-    let engine = repo_retriever::local::engine(nav.dir()).unwrap();
+    let engine = repo_retriever::local::engine(nav.dir().unwrap()).unwrap();
     let service = McpService::new(engine, "repo-retriever", "test").with_navigation(nav.clone());
     let call = |method: &'static str, params: Value| {
         let service = &service;
@@ -456,7 +456,7 @@ async fn issue5_resources() {
 #[tokio::test]
 async fn issue5_search_only_service_is_unchanged() {
     let (_dir, nav) = fixture(off()).await;
-    let engine = repo_retriever::local::engine(nav.dir()).unwrap();
+    let engine = repo_retriever::local::engine(nav.dir().unwrap()).unwrap();
     let plain = McpService::new(engine, "repo-retriever", "test");
     let mut session = Session::stateless();
     let reply = plain.handle_request(&mut session, &Id::Int(2), "tools/list", None, &Default::default()).await;
@@ -475,7 +475,7 @@ async fn issue5_search_only_service_is_unchanged() {
 #[tokio::test]
 async fn issue5_rate_limit_is_a_tool_error_with_a_retry_hint() {
     let (_dir, nav) = fixture(off()).await;
-    let engine = repo_retriever::local::engine(nav.dir()).unwrap();
+    let engine = repo_retriever::local::engine(nav.dir().unwrap()).unwrap();
     let service = McpService::new(engine, "repo-retriever", "test").with_navigation(nav).with_rate_limit(2);
     let client = Some("192.0.2.7".parse().unwrap());
     let params = json!({"name": "list_repositories", "arguments": {}});

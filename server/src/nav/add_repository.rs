@@ -433,7 +433,7 @@ impl Job {
         let id = self.id;
         let request = crate::local::IndexRequest {
             root: dir.clone(),
-            store: nav.dir().to_path_buf(),
+            store: nav.dir().ok_or(super::ADD_NEEDS_EMBEDDED)?.to_path_buf(),
             identity: rr_indexer::Identity {
                 organization: self.organization.clone(),
                 repository: self.repository.clone(),

@@ -1,4 +1,5 @@
-//! The repository catalogue: `navigation.sqlite` in the store folder.
+//! The repository catalogue: `navigation.sqlite` in the store folder (in
+//! memory over a Chroma collection).
 //!
 //! Repositories are the store's namespaces. Each gets a numeric id the first
 //! time the catalogue sees it (SQLite `AUTOINCREMENT`, so an id is never
@@ -162,6 +163,14 @@ impl Catalogue {
         conn.busy_timeout(std::time::Duration::from_secs(30))?;
         let _: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
         conn.execute_batch("PRAGMA synchronous = NORMAL")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Catalogue { conn })
+    }
+
+    /// A catalogue that lives as long as the process: for a source with no
+    /// folder of ours (a Chroma collection), rebuilt from it at start-up.
+    pub fn in_memory() -> rusqlite::Result<Self> {
+        let conn = Connection::open_in_memory()?;
         conn.execute_batch(SCHEMA)?;
         Ok(Catalogue { conn })
     }

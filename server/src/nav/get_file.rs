@@ -1,5 +1,6 @@
 //! `get_file`: one stored file with line numbers, at most 400 lines and
-//! 100,000 characters per call, with "close paths" when the path is wrong.
+//! 100,000 characters per call, with "close paths" when the path is wrong,
+//! and the lines a file rebuilt from chunks lacks (`missing_lines`).
 
 use serde::Serialize;
 
@@ -22,6 +23,12 @@ struct Output {
     end_line: i64,
     truncated: bool,
     content: String,
+    /// Over a Chroma collection: the file's line ranges no chunk covered
+    /// (shown as empty lines in `content`), and a sentence saying so.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    missing_lines: Vec<[i64; 2]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
 pub fn call(nav: &NavService, args: &Args) -> ToolResult {
@@ -79,6 +86,8 @@ pub fn call(nav: &NavService, args: &Args) -> ToolResult {
         end_line: end.max(start.min(total)),
         truncated: end < wanted_end,
         content,
+        missing_lines: file.missing_lines.iter().map(|&(a, b)| [a, b]).collect(),
+        note: super::reassemble::missing_note(&file.path, &file.missing_lines),
     }))
 }
 

@@ -3,8 +3,10 @@
 //!
 //! Agents use `search` to find a passage and these tools to move from it to
 //! the whole file, the definitions around it and the repository's shape.
-//! Everything is read from the embedded store: whole files from its `files`
-//! table, definitions derived from its chunks' `symbol`/`section` metadata
+//! Everything is read from a [`NavSource`](source::NavSource): the embedded
+//! store (whole files from its `files` table) or a Chroma collection filled
+//! by the reference indexer (files rebuilt from their chunks, `chroma.rs`).
+//! Definitions are derived from the chunks' `symbol`/`section` metadata
 //! into the catalogue (`catalog.rs`), which also numbers the repositories.
 //! The tools run on the blocking pool: each is a handful of SQLite reads
 //! and, for `find_patterns`, a scan bounded by time budgets.
@@ -12,6 +14,7 @@
 pub mod add_repository;
 pub mod analyze;
 pub mod catalog;
+pub mod chroma;
 pub mod entities;
 pub mod find_patterns;
 pub mod get_file;
@@ -21,9 +24,10 @@ pub mod reassemble;
 pub mod repos;
 pub mod schema;
 pub mod search_code;
+pub mod source;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -32,7 +36,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use catalog::{Catalogue, NewRepository, Repository};
+use chroma::ChromaSource;
 use schema::{Kind, Param, ToolDef};
+use source::{EmbeddedSource, NavSource};
 
 /// The resource scheme.
 pub const SCHEME: &str = "repo-retriever";
@@ -75,15 +81,17 @@ pub struct FileText {
     pub language: String,
     pub content: String,
     pub line_count: usize,
+    /// Inclusive 1-based line ranges no chunk covered (a file rebuilt from
+    /// a Chroma collection's chunks); their lines are empty in `content`.
+    pub missing_lines: Vec<(i64, i64)>,
 }
 
 /// A repository's files and the fingerprint they were read at.
 type CachedFiles = (String, Arc<Vec<FileText>>);
 
-/// The navigation service of one store.
+/// The navigation service of one source.
 pub struct NavService {
-    dir: PathBuf,
-    store: EmbeddedStore,
+    source: Arc<dyn NavSource>,
     catalogue: Mutex<Catalogue>,
     config: NavConfig,
     /// Whole files per repository id and fingerprint, for scans.
@@ -94,7 +102,10 @@ pub struct NavService {
 
 impl std::fmt::Debug for NavService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NavService").field("dir", &self.dir).finish_non_exhaustive()
+        f.debug_struct("NavService")
+            .field("source", &self.source.name())
+            .field("dir", &self.source.store_dir())
+            .finish_non_exhaustive()
     }
 }
 
@@ -102,14 +113,42 @@ pub(crate) fn pretty<T: Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| "{}".into())
 }
 
+/// The tool error of `add_repository` over a source it cannot index into.
+pub const ADD_NEEDS_EMBEDDED: &str = "add_repository needs the embedded store: this server reads a Chroma collection, \
+     which the reference indexer (or `repo-retriever index --chroma-url`) fills.";
+
 impl NavService {
-    /// Opens the catalogue beside the store and brings it up to date.
+    /// Opens the catalogue beside the embedded store and brings it up to date.
     pub fn open(dir: &Path, store: EmbeddedStore, config: NavConfig) -> Result<Arc<Self>, String> {
         let catalogue = Catalogue::open(dir)
             .map_err(|e| format!("cannot open the repository catalogue in {}: {e}", dir.display()))?;
+        Self::open_source(Arc::new(EmbeddedSource::new(dir, store)), catalogue, config)
+    }
+
+    /// Opens the embedded store in `dir` and the catalogue beside it.
+    pub fn open_dir(dir: &Path, config: NavConfig) -> Result<Arc<Self>, String> {
+        let store = EmbeddedStore::open(dir).map_err(|e| format!("cannot open the store at {}: {e}", dir.display()))?;
+        Self::open(dir, store, config)
+    }
+
+    /// Reads a Chroma collection, with the catalogue in memory (repository
+    /// ids hold while the server runs). The first read runs on the
+    /// blocking pool.
+    pub async fn open_chroma(source: ChromaSource, config: NavConfig) -> Result<Arc<Self>, String> {
+        let catalogue = Catalogue::in_memory().map_err(|e| format!("cannot create the repository catalogue: {e}"))?;
+        tokio::task::spawn_blocking(move || Self::open_source(Arc::new(source), catalogue, config))
+            .await
+            .map_err(|e| format!("internal error: {e}"))?
+    }
+
+    /// A service over `source` with `catalogue`, brought up to date.
+    pub fn open_source(
+        source: Arc<dyn NavSource>,
+        catalogue: Catalogue,
+        config: NavConfig,
+    ) -> Result<Arc<Self>, String> {
         let service = Arc::new(NavService {
-            dir: dir.to_path_buf(),
-            store,
+            source,
             catalogue: Mutex::new(catalogue),
             config,
             files: Mutex::new(HashMap::new()),
@@ -119,22 +158,17 @@ impl NavService {
         Ok(service)
     }
 
-    /// Opens the embedded store in `dir` and the catalogue beside it.
-    pub fn open_dir(dir: &Path, config: NavConfig) -> Result<Arc<Self>, String> {
-        let store = EmbeddedStore::open(dir).map_err(|e| format!("cannot open the store at {}: {e}", dir.display()))?;
-        Self::open(dir, store, config)
-    }
-
     pub fn config(&self) -> &NavConfig {
         &self.config
     }
 
-    pub fn store(&self) -> &EmbeddedStore {
-        &self.store
+    pub fn source(&self) -> &dyn NavSource {
+        self.source.as_ref()
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
+    /// The embedded store's folder; `None` over a Chroma collection.
+    pub fn dir(&self) -> Option<&Path> {
+        self.source.store_dir()
     }
 
     /// The catalogue, locked.
@@ -142,12 +176,17 @@ impl NavService {
         self.catalogue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Refreshes before a call when the source changes underneath.
+    pub(crate) fn sync_source(&self) -> Result<(), String> {
+        if self.source.changes_underneath() { self.refresh() } else { Ok(()) }
+    }
+
     /// Registers namespaces the catalogue has not seen, rebuilds the
     /// definitions of those whose files changed, and drops repositories
     /// whose namespace left the store (unless `add_repository` is on them).
     pub fn refresh(&self) -> Result<(), String> {
         let _guard = self.refresh_lock.lock().unwrap_or_else(PoisonError::into_inner);
-        let namespaces = self.store.namespaces().map_err(|e| e.to_string())?;
+        let namespaces = self.source.namespaces()?;
         let known = self.catalogue().repositories().map_err(|e| e.to_string())?;
         for ns in &namespaces {
             let existing = known.iter().find(|r| r.namespace_id == ns.namespace_id);
@@ -190,21 +229,13 @@ impl NavService {
     /// Rebuilds one repository's definitions from the store when its
     /// fingerprint changed, and marks it completed.
     pub fn rebuild(&self, id: i64, namespace_id: &str, note: Option<&str>) -> Result<(), String> {
-        let entries = self.store.list_files(namespace_id).map_err(|e| e.to_string())?;
-        let mut fp = String::new();
-        for e in &entries {
-            fp.push_str(&e.path);
-            fp.push('\0');
-            fp.push_str(&e.file_hash);
-            fp.push('\n');
-        }
-        let fingerprint = rr_indexer::sha256_hex(&fp);
+        let fingerprint = self.source.fingerprint(namespace_id)?;
         let current = self.catalogue().repository(id).map_err(|e| e.to_string())?;
         if current.as_ref().is_some_and(|r| r.status == "completed" && r.fingerprint == fingerprint) && note.is_none() {
             return Ok(());
         }
-        let metadata = self.store.namespace_metadata(namespace_id).map_err(|e| e.to_string())?;
-        let files = self.load_files(namespace_id, &metadata)?;
+        let metadata = self.source.metadata(namespace_id)?;
+        let files = self.source.files(namespace_id, &metadata)?;
         let texts: HashMap<&str, &str> = files.iter().map(|f| (f.path.as_str(), f.content.as_str())).collect();
         let entities = entities::namespace_entities(&metadata, |p| texts.get(p).copied());
         let commit = metadata.iter().map(|m| m.indexed_commit_sha.as_str()).find(|s| !s.is_empty());
@@ -226,27 +257,6 @@ impl NavService {
         Ok(())
     }
 
-    fn load_files(&self, namespace_id: &str, metadata: &[rr_core::Metadata]) -> Result<Vec<FileText>, String> {
-        let mut language: HashMap<&str, String> = HashMap::new();
-        for m in metadata {
-            language.entry(m.path.as_str()).or_insert_with(|| entities::label(m));
-        }
-        let mut out = Vec::new();
-        for entry in self.store.list_files(namespace_id).map_err(|e| e.to_string())? {
-            let Some(file) = self.store.get_file(namespace_id, &entry.path).map_err(|e| e.to_string())? else {
-                continue;
-            };
-            let lang = language.get(entry.path.as_str()).cloned().unwrap_or_else(|| extension_language(&entry.path));
-            out.push(FileText {
-                line_count: entities::lines(&file.content).len(),
-                path: entry.path,
-                language: lang,
-                content: file.content,
-            });
-        }
-        Ok(out)
-    }
-
     /// The stored files of a completed repository (cached per fingerprint).
     pub(crate) fn files_of(&self, repo: &Repository) -> Result<Arc<Vec<FileText>>, String> {
         if let Some((fp, files)) = self.files.lock().unwrap_or_else(PoisonError::into_inner).get(&repo.id)
@@ -254,8 +264,8 @@ impl NavService {
         {
             return Ok(files.clone());
         }
-        let metadata = self.store.namespace_metadata(&repo.namespace_id).map_err(|e| e.to_string())?;
-        let files = Arc::new(self.load_files(&repo.namespace_id, &metadata)?);
+        let metadata = self.source.metadata(&repo.namespace_id)?;
+        let files = Arc::new(self.source.files(&repo.namespace_id, &metadata)?);
         self.files
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -272,18 +282,27 @@ impl NavService {
             Err(e) => return Some(Err(e)),
         };
         if name == "add_repository" {
+            if self.source.store_dir().is_none() {
+                return Some(Err(ADD_NEEDS_EMBEDDED.into()));
+            }
             return Some(add_repository::call(self.clone(), args).await);
         }
         let this = self.clone();
         let name = name.to_owned();
-        let result = tokio::task::spawn_blocking(move || match name.as_str() {
-            "list_repositories" => repos::list_repositories(&this),
-            "search_code" => search_code::call(&this, &args),
-            "get_file" => get_file::call(&this, &args),
-            "list_definitions" => list_definitions::call(&this, &args),
-            "analyze_repository" => analyze::call(&this, &args),
-            "find_patterns" => find_patterns::call(&this, &args),
-            _ => Err(format!("unknown tool '{name}'")),
+        let result = tokio::task::spawn_blocking(move || {
+            // list_repositories refreshes on its own, and lists what it has when that fails.
+            if name != "list_repositories" {
+                this.sync_source()?;
+            }
+            match name.as_str() {
+                "list_repositories" => repos::list_repositories(&this),
+                "search_code" => search_code::call(&this, &args),
+                "get_file" => get_file::call(&this, &args),
+                "list_definitions" => list_definitions::call(&this, &args),
+                "analyze_repository" => analyze::call(&this, &args),
+                "find_patterns" => find_patterns::call(&this, &args),
+                _ => Err(format!("unknown tool '{name}'")),
+            }
         })
         .await
         .unwrap_or_else(|e| Err(format!("internal error: {e}")));

@@ -7,7 +7,10 @@
 //! (the token splitter repeats up to `chunk_overlap` tokens), the longest
 //! suffix of the text so far that begins the next excerpt is not repeated;
 //! where a line range is missing (a record deleted, or a gap between
-//! chunks), the lines are reported as not recovered rather than guessed.
+//! chunks), the lines are reported as not recovered rather than guessed,
+//! and stand as empty lines in the text so that every later line keeps its
+//! number. A missing last chunk leaves the file's end unknown: it is
+//! reported as the one line after the last recovered line.
 
 use rr_core::Chunk;
 
@@ -52,6 +55,11 @@ pub fn reassemble(path: &str, chunks: &[Chunk]) -> Reassembled {
             if !content.is_empty() && !content.ends_with('\n') {
                 content.push('\n');
             }
+            // Empty lines stand in for the lost ones, so the lines after
+            // the gap keep their numbers.
+            for _ in covered_to + 1..start {
+                content.push('\n');
+            }
             content.push_str(text);
         } else if content.is_empty() {
             content.push_str(text);
@@ -81,11 +89,64 @@ fn longest_overlap(a: &str, b: &str) -> usize {
 }
 
 /// The sentence a tool result carries when lines were not recovered.
-pub fn missing_note(r: &Reassembled) -> Option<String> {
-    if r.missing_lines.is_empty() {
+pub fn missing_note(path: &str, missing_lines: &[(i64, i64)]) -> Option<String> {
+    if missing_lines.is_empty() {
         return None;
     }
     let ranges: Vec<String> =
-        r.missing_lines.iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
-    Some(format!("Lines {} of {} could not be recovered from the index.", ranges.join(", "), r.path))
+        missing_lines.iter().map(|(a, b)| if a == b { a.to_string() } else { format!("{a}-{b}") }).collect();
+    let word = if ranges.len() == 1 && !ranges[0].contains('-') { "Line" } else { "Lines" };
+    Some(format!("{word} {} of {} could not be recovered from the index.", ranges.join(", "), path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rr_core::Metadata;
+
+    fn chunk(path: &str, index: i64, count: i64, lines: (i64, i64), text: &str) -> Chunk {
+        let metadata = Metadata {
+            organization: "acme".into(),
+            repository: "widgets".into(),
+            branch: "main".into(),
+            path: path.into(),
+            file_type: "text".into(),
+            chunk_index: index,
+            chunk_count: count,
+            start_line: lines.0,
+            end_line: lines.1,
+            ..Metadata::default()
+        };
+        let document = format!("Source: acme/widgets@main:{path}\nType: text\n\n{text}");
+        Chunk { id: format!("{path}#{index}"), document, metadata }
+    }
+
+    #[test]
+    fn overlapping_pieces_join_and_gaps_keep_line_numbers() {
+        let whole = [
+            chunk("a.txt", 0, 3, (1, 2), "one\ntwo ha"),
+            chunk("a.txt", 1, 3, (2, 3), "two half\nthree\n"),
+            chunk("a.txt", 2, 3, (4, 4), "four\n"),
+            chunk("b.txt", 0, 1, (1, 1), "other\n"),
+        ];
+        let r = reassemble("a.txt", &whole);
+        assert_eq!(r.content, "one\ntwo half\nthree\nfour\n");
+        assert!(r.missing_lines.is_empty());
+        assert_eq!(missing_note(&r.path, &r.missing_lines), None);
+
+        let gap = [whole[0].clone(), whole[2].clone()];
+        let r = reassemble("a.txt", &gap);
+        assert_eq!(r.content, "one\ntwo ha\n\nfour\n");
+        assert_eq!(r.missing_lines, [(3, 3)]);
+        assert_eq!(
+            missing_note(&r.path, &r.missing_lines).unwrap(),
+            "Line 3 of a.txt could not be recovered from the index."
+        );
+
+        let r = reassemble("a.txt", &whole[1..3]);
+        assert_eq!(r.content, "\ntwo half\nthree\nfour\n");
+        assert_eq!(r.missing_lines, [(1, 1)]);
+        let r = reassemble("a.txt", &whole[..2]);
+        assert_eq!(r.missing_lines, [(4, 4)], "a lost last chunk");
+    }
 }

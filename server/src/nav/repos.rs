@@ -163,8 +163,8 @@ pub fn read_resource(nav: &NavService, uri: &str) -> Result<String, String> {
         .ok_or_else(unknown)?;
     let missing = || resource_error(&format!("Repository {id_text} not found"));
     let id: i64 = id_text.parse().map_err(|_| missing())?;
+    nav.sync_source()?;
     let repo = nav.catalogue().repository(id).map_err(|e| e.to_string())?.ok_or_else(missing)?;
-    let entries = nav.store().list_files(&repo.namespace_id).map_err(|e| e.to_string())?;
     let files = if repo.status == "completed" { Some(nav.files_of(&repo)?) } else { None };
     let rows: Vec<FileRow<'_>> = match &files {
         Some(files) => files
@@ -174,7 +174,10 @@ pub fn read_resource(nav: &NavService, uri: &str) -> Result<String, String> {
             .collect(),
         None => Vec::new(),
     };
-    let total = files.as_ref().map_or(entries.len(), |f| f.len());
+    let total = match &files {
+        Some(files) => files.len(),
+        None => nav.source().file_count(&repo.namespace_id)?,
+    };
     Ok(pretty(&FilesResource {
         repository: &repo.name,
         total_files: total,

@@ -1,0 +1,254 @@
+//! The navigation tools over a Chroma collection filled by the reference
+//! indexer (`repo-retriever serve --chroma-url … --tools all`).
+//!
+//! Such a collection holds chunks only, so every file is rebuilt from its
+//! chunks (`reassemble.rs`); lines no chunk covers are reported by
+//! `get_file` rather than guessed. Repositories are the collection's
+//! namespaces, definitions come from the chunk metadata exactly as over the
+//! embedded store, and the catalogue lives in memory.
+//!
+//! The whole collection is read with Chroma's paged `get`, and kept as a
+//! snapshot keyed by a fingerprint of its record ids. A record id names the
+//! namespace, the document, the file hash and the chunk index, so the ids
+//! change whenever content does; every tool call lists the ids (cheap:
+//! `include: []`) and reads the documents again only when they changed.
+//!
+//! The service's calls are blocking (they run on the blocking pool) while
+//! the Chroma client is async, so the source drives its requests on a
+//! one-thread runtime of its own and waits for them on a channel: that
+//! works from any thread, including the blocking pool of a current-thread
+//! runtime (tests), where `Handle::block_on` could not drive the I/O.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rr_chroma::ChromaStore;
+use rr_core::{Chunk, Metadata};
+use rr_embedded::NamespaceInfo;
+
+use super::reassemble::reassemble;
+use super::source::{NavSource, languages};
+use super::{FileText, entities, extension_language};
+use crate::cli::ChromaArgs;
+use crate::config::{self, Config, Invocation};
+
+/// The chunks of one namespace and their fingerprint.
+struct NamespaceChunks {
+    info: NamespaceInfo,
+    fingerprint: String,
+    chunks: Vec<Chunk>,
+}
+
+/// The collection as last read.
+#[derive(Default)]
+struct Snapshot {
+    /// Of every record id; `None` before the first read.
+    fingerprint: Option<String>,
+    namespaces: BTreeMap<String, NamespaceChunks>,
+}
+
+/// A Chroma collection as a [`NavSource`].
+pub struct ChromaSource {
+    store: Arc<ChromaStore>,
+    runtime: Option<tokio::runtime::Runtime>,
+    snapshot: Mutex<Arc<Snapshot>>,
+}
+
+impl std::fmt::Debug for ChromaSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChromaSource").field("store", &self.store).finish_non_exhaustive()
+    }
+}
+
+impl Drop for ChromaSource {
+    fn drop(&mut self) {
+        // Dropping a runtime blocks, which is refused inside async code
+        // (where a service may well be dropped): let it wind down alone.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// The fingerprint of a set of record ids (in any order).
+fn fingerprint<'a>(ids: impl Iterator<Item = &'a str>) -> String {
+    let mut ids: Vec<&str> = ids.collect();
+    ids.sort_unstable();
+    rr_indexer::sha256_hex(&ids.join("\n"))
+}
+
+impl ChromaSource {
+    /// A source reading `store`; nothing is requested until the first call.
+    pub fn new(store: ChromaStore) -> Result<Self, String> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("rr-nav-chroma")
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the Chroma reader: {e}"))?;
+        Ok(ChromaSource {
+            store: Arc::new(store),
+            runtime: Some(runtime),
+            snapshot: Mutex::new(Arc::new(Snapshot::default())),
+        })
+    }
+
+    /// The source of the collection `config` names, with its own HTTP
+    /// client (same attempts, timeout and redacted secrets as search).
+    pub fn from_config(config: &Config) -> Result<Self, String> {
+        let http = crate::app::http_client(config).map_err(|e| e.to_string())?;
+        Self::new(crate::app::chroma_store(config, http))
+    }
+
+    /// Runs `future` on the source's runtime and waits for it.
+    fn run<T: Send + 'static>(&self, future: impl Future<Output = T> + Send + 'static) -> Result<T, String> {
+        let runtime = self.runtime.as_ref().ok_or("the Chroma reader has stopped")?;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        runtime.spawn(async move {
+            let _ = tx.send(future.await);
+        });
+        rx.recv().map_err(|_| "the Chroma reader has stopped".to_owned())
+    }
+
+    fn current(&self) -> Arc<Snapshot> {
+        self.snapshot.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Lists the ids and, when they changed, reads every record again.
+    fn sync(&self) -> Result<Arc<Snapshot>, String> {
+        let failed = |e: rr_chroma::ChromaError| format!("cannot read the Chroma collection: {e}");
+        let store = self.store.clone();
+        let ids = self.run(async move { store.all_ids().await })?.map_err(failed)?.unwrap_or_default();
+        let wanted = fingerprint(ids.iter().map(String::as_str));
+        let current = self.current();
+        if current.fingerprint.as_deref() == Some(wanted.as_str()) {
+            return Ok(current);
+        }
+        let store = self.store.clone();
+        let records = self.run(async move { store.all_records().await })?.map_err(failed)?.unwrap_or_default();
+        let snapshot = Arc::new(Self::group(records));
+        *self.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = snapshot.clone();
+        Ok(snapshot)
+    }
+
+    fn group(records: Vec<Chunk>) -> Snapshot {
+        let fp = fingerprint(records.iter().map(|c| c.id.as_str()));
+        let mut by_namespace: BTreeMap<String, Vec<Chunk>> = BTreeMap::new();
+        for chunk in records {
+            by_namespace.entry(chunk.metadata.namespace_id.clone()).or_default().push(chunk);
+        }
+        let namespaces = by_namespace
+            .into_iter()
+            .map(|(namespace_id, chunks)| {
+                let m = &chunks[0].metadata;
+                let info = NamespaceInfo {
+                    namespace_id: namespace_id.clone(),
+                    organization: m.organization.clone(),
+                    repository: m.repository.clone(),
+                    branch: m.branch.clone(),
+                };
+                let fingerprint = fingerprint(chunks.iter().map(|c| c.id.as_str()));
+                (namespace_id, NamespaceChunks { info, fingerprint, chunks })
+            })
+            .collect();
+        Snapshot { fingerprint: Some(fp), namespaces }
+    }
+
+    fn with_namespace<T>(&self, namespace_id: &str, f: impl FnOnce(Option<&NamespaceChunks>) -> T) -> T {
+        let snapshot = self.current();
+        f(snapshot.namespaces.get(namespace_id))
+    }
+}
+
+impl NavSource for ChromaSource {
+    fn name(&self) -> &str {
+        rr_chroma::STORE_NAME
+    }
+
+    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, String> {
+        Ok(self.sync()?.namespaces.values().map(|n| n.info.clone()).collect())
+    }
+
+    fn fingerprint(&self, namespace_id: &str) -> Result<String, String> {
+        Ok(self.with_namespace(namespace_id, |n| n.map(|n| n.fingerprint.clone()).unwrap_or_default()))
+    }
+
+    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, String> {
+        Ok(self.with_namespace(namespace_id, |n| {
+            n.map(|n| n.chunks.iter().map(|c| c.metadata.clone()).collect()).unwrap_or_default()
+        }))
+    }
+
+    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, String> {
+        let language = languages(metadata);
+        Ok(self.with_namespace(namespace_id, |n| {
+            let mut by_path: BTreeMap<&str, Vec<Chunk>> = BTreeMap::new();
+            for chunk in n.map(|n| n.chunks.as_slice()).unwrap_or_default() {
+                by_path.entry(chunk.metadata.path.as_str()).or_default().push(chunk.clone());
+            }
+            by_path
+                .into_iter()
+                .map(|(path, chunks)| {
+                    let file = reassemble(path, &chunks);
+                    FileText {
+                        line_count: entities::lines(&file.content).len(),
+                        language: language.get(path).cloned().unwrap_or_else(|| extension_language(path)),
+                        path: file.path,
+                        content: file.content,
+                        missing_lines: file.missing_lines,
+                    }
+                })
+                .collect()
+        }))
+    }
+
+    fn file_count(&self, namespace_id: &str) -> Result<usize, String> {
+        Ok(self.with_namespace(namespace_id, |n| {
+            n.map(|n| {
+                n.chunks.iter().map(|c| c.metadata.path.as_str()).collect::<std::collections::BTreeSet<_>>().len()
+            })
+            .unwrap_or(0)
+        }))
+    }
+
+    fn store_dir(&self) -> Option<&Path> {
+        None
+    }
+
+    fn changes_underneath(&self) -> bool {
+        true
+    }
+}
+
+/// The drop-in configuration `serve --chroma-url …` describes, or `None`
+/// without `--chroma-url`; `with_store` says whether `--store` or
+/// `--stores` was given too. The flags are handed to the reference server's
+/// own parser, so they are validated as the drop-in validates them and
+/// everything else (tokens, API keys, reranking, attempts, timeout) comes
+/// from the drop-in's environment variables.
+pub fn serve_config(chroma: &ChromaArgs, with_store: bool) -> Result<Option<Config>, String> {
+    let Some(url) = &chroma.chroma_url else {
+        return Ok(None);
+    };
+    if with_store {
+        return Err("--chroma-url serves a Chroma collection; it cannot be combined with --store or --stores".into());
+    }
+    let mut flags = vec!["-server-url".to_owned(), url.clone()];
+    for (flag, value) in [
+        ("-collection-name", &chroma.collection_name),
+        ("-embedding-api-url", &chroma.embedding_api_url),
+        ("-embedding-model", &chroma.embedding_model),
+    ] {
+        if let Some(value) = value {
+            flags.extend([flag.to_owned(), value.clone()]);
+        }
+    }
+    flags.extend(["-tenant".to_owned(), chroma.tenant.clone(), "-database".to_owned(), chroma.database.clone()]);
+    match config::resolve(config::PROGRAM, &flags, &config::process_env) {
+        Ok(Invocation::Serve(config)) => Ok(Some(config)),
+        Ok(_) => Err("unexpected Chroma flags".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}

@@ -1,0 +1,131 @@
+//! Where the navigation tools read repositories from.
+//!
+//! Two sources: the embedded store, which keeps every indexed file whole in
+//! its `files` table, and a Chroma collection filled by the reference
+//! indexer (`chroma.rs`), which keeps only chunks, so files are rebuilt
+//! from them (`reassemble.rs`). Both give the same namespaces, chunk
+//! metadata and file texts; everything above this trait (the catalogue,
+//! definitions, the tools) is shared.
+
+use std::path::{Path, PathBuf};
+
+use rr_core::Metadata;
+use rr_embedded::{EmbeddedStore, NamespaceInfo};
+
+use super::{FileText, entities, extension_language};
+
+/// What the navigation service reads. Calls block (SQLite, or HTTP driven
+/// on a runtime of the source's own), so the service makes them on the
+/// blocking pool.
+///
+/// Implementations honour: `namespaces` lists every namespace with at
+/// least one chunk; `fingerprint` changes whenever a namespace's files or
+/// chunks change; `files` returns the namespace's files sorted by path
+/// (byte order), with their language labels taken from `metadata`.
+pub trait NavSource: Send + Sync {
+    /// Named in logs and errors.
+    fn name(&self) -> &str;
+
+    /// Every namespace of the source. A source that can change under the
+    /// service (see [`NavSource::changes_underneath`]) takes its snapshot here.
+    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, String>;
+
+    /// A text that differs whenever the namespace's files differ.
+    fn fingerprint(&self, namespace_id: &str) -> Result<String, String>;
+
+    /// The metadata of every chunk of the namespace.
+    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, String>;
+
+    /// The namespace's files, sorted by path.
+    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, String>;
+
+    /// How many files the namespace has (for a repository still indexing).
+    fn file_count(&self, namespace_id: &str) -> Result<usize, String>;
+
+    /// The embedded store's folder; `None` for a source `add_repository`
+    /// cannot index into.
+    fn store_dir(&self) -> Option<&Path>;
+
+    /// Whether other programs write the source while the service runs, so
+    /// every tool call checks the fingerprint first (the embedded store is
+    /// refreshed by `list_repositories` and by `add_repository` instead).
+    fn changes_underneath(&self) -> bool;
+}
+
+/// Language labels by path, from the chunks (the first chunk of a file).
+pub(crate) fn languages(metadata: &[Metadata]) -> std::collections::HashMap<&str, String> {
+    let mut language = std::collections::HashMap::new();
+    for m in metadata {
+        language.entry(m.path.as_str()).or_insert_with(|| entities::label(m));
+    }
+    language
+}
+
+/// The embedded store: whole files from its `files` table.
+pub struct EmbeddedSource {
+    dir: PathBuf,
+    store: EmbeddedStore,
+}
+
+impl EmbeddedSource {
+    pub fn new(dir: &Path, store: EmbeddedStore) -> Self {
+        EmbeddedSource { dir: dir.to_path_buf(), store }
+    }
+}
+
+impl NavSource for EmbeddedSource {
+    fn name(&self) -> &str {
+        "embedded"
+    }
+
+    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, String> {
+        self.store.namespaces().map_err(|e| e.to_string())
+    }
+
+    fn fingerprint(&self, namespace_id: &str) -> Result<String, String> {
+        let entries = self.store.list_files(namespace_id).map_err(|e| e.to_string())?;
+        let mut fp = String::new();
+        for e in &entries {
+            fp.push_str(&e.path);
+            fp.push('\0');
+            fp.push_str(&e.file_hash);
+            fp.push('\n');
+        }
+        Ok(rr_indexer::sha256_hex(&fp))
+    }
+
+    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, String> {
+        self.store.namespace_metadata(namespace_id).map_err(|e| e.to_string())
+    }
+
+    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, String> {
+        let language = languages(metadata);
+        let mut out = Vec::new();
+        for entry in self.store.list_files(namespace_id).map_err(|e| e.to_string())? {
+            let Some(file) = self.store.get_file(namespace_id, &entry.path).map_err(|e| e.to_string())? else {
+                continue;
+            };
+            let lang = language.get(entry.path.as_str()).cloned().unwrap_or_else(|| extension_language(&entry.path));
+            out.push(FileText {
+                line_count: entities::lines(&file.content).len(),
+                path: entry.path,
+                language: lang,
+                content: file.content,
+                missing_lines: Vec::new(),
+            });
+        }
+        Ok(out)
+    }
+
+    fn file_count(&self, namespace_id: &str) -> Result<usize, String> {
+        Ok(self.store.list_files(namespace_id).map_err(|e| e.to_string())?.len())
+    }
+
+    fn store_dir(&self) -> Option<&Path> {
+        Some(&self.dir)
+    }
+
+    fn changes_underneath(&self) -> bool {
+        false
+    }
+}

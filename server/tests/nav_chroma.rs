@@ -1,0 +1,392 @@
+//! The navigation tools over a real Chroma 1.5.9 holding the 89 records the
+//! reference indexer wrote for `testdata/corpus` (`testdata/records.jsonl`),
+//! compared with the same tools over the embedded store indexed from the
+//! same corpus; a chunk deleted under a running service; and the binary:
+//! `serve --chroma-url … --tools all` over stdio, the drop-in flags alone
+//! still listing `search` only, and the HTTP rate limit.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use repo_retriever::nav::chroma::ChromaSource;
+use repo_retriever::nav::{NavConfig, NavService};
+use rr_chroma::{ChromaConfig, ChromaStore};
+use rr_http::{HttpClient, HttpSettings};
+use serde_json::{Value, json};
+use support::{DATABASE, EMBED_MODEL, Server, TENANT, fixture, is_error, tool_text};
+
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// Files of the corpus the reference indexer did not keep byte for byte:
+/// it drops a UTF-8 byte-order mark and reads CRLF line ends as LF before
+/// chunking, an empty file has no chunk at all, and a binary file is not
+/// indexed (by either indexer).
+const NOT_BYTE_EXACT: [&str; 4] = ["docs/bom.md", "docs/windows.md", "docs/empty.md", "web/logo.png"];
+
+fn corpus() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus")
+}
+
+fn off() -> NavConfig {
+    NavConfig { allow_loopback_git: false, ..NavConfig::default() }
+}
+
+async fn chroma_nav(collection: &str) -> Arc<NavService> {
+    chroma_nav_at(&fixture().chroma_url, collection).await
+}
+
+async fn chroma_nav_at(chroma_url: &str, collection: &str) -> Arc<NavService> {
+    let store = ChromaStore::new(
+        ChromaConfig {
+            server_url: chroma_url.to_owned(),
+            tenant: TENANT.into(),
+            database: DATABASE.into(),
+            collection_name: collection.into(),
+            bearer_token: None,
+        },
+        HttpClient::new(HttpSettings::new("nav-chroma-tests")).unwrap(),
+    );
+    NavService::open_chroma(ChromaSource::new(store).unwrap(), off()).await.unwrap()
+}
+
+async fn embedded_nav() -> (tempfile::TempDir, Arc<NavService>) {
+    let dir = tempfile::tempdir().unwrap();
+    let request = repo_retriever::local::IndexRequest {
+        root: corpus(),
+        store: dir.path().to_path_buf(),
+        chroma: None,
+        identity: rr_indexer::Identity {
+            organization: "acme".into(),
+            repository: "widgets".into(),
+            branch: "main".into(),
+            commit_sha: COMMIT.into(),
+        },
+        options: rr_indexer::IndexOptions::default(),
+        batch_size: 100,
+        dry_run: false,
+        output_manifest: None,
+        progress: None,
+    };
+    repo_retriever::local::index(request).await.expect("index");
+    let nav = NavService::open_dir(dir.path(), off()).unwrap();
+    (dir, nav)
+}
+
+async fn ok(nav: &Arc<NavService>, tool: &str, args: Value) -> Value {
+    let text = nav.call(tool, Some(&args)).await.expect("known tool").unwrap_or_else(|e| panic!("{tool}: {e}"));
+    serde_json::from_str(&text).unwrap()
+}
+
+async fn err(nav: &Arc<NavService>, tool: &str, args: Value) -> String {
+    nav.call(tool, Some(&args)).await.expect("known tool").expect_err("a tool error")
+}
+
+/// `get_file`'s numbering of a text.
+fn numbered(text: &str) -> String {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    body.split('\n').enumerate().map(|(i, l)| format!("{:>4}| {l}", i + 1)).collect::<Vec<_>>().join("\n")
+}
+
+/// The text of `get_file`'s content: numbers off, the final line end back.
+fn unnumbered(content: &str) -> String {
+    content.split('\n').map(|l| l.split_once("| ").map_or(l, |(_, rest)| rest)).collect::<Vec<_>>().join("\n") + "\n"
+}
+
+fn corpus_paths() -> Vec<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, root, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/"));
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&corpus(), &corpus(), &mut out);
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn issue5_chroma_repositories_and_whole_files_rebuilt_from_chunks() {
+    let nav = chroma_nav(&fixture().collection).await;
+    let list = ok(&nav, "list_repositories", json!({})).await;
+    let repos = list["repositories"].as_array().unwrap();
+    assert_eq!(repos.len(), 1);
+    let repo = &repos[0];
+    assert_eq!(repo["id"], 1);
+    assert_eq!(repo["name"], "acme/widgets");
+    assert_eq!(repo["url"], "https://github.com/acme/widgets");
+    assert_eq!(repo["branch"], "main");
+    assert_eq!(repo["commit_sha"], COMMIT);
+    assert_eq!(repo["status"], "completed");
+    assert_eq!(repo["total_files"], 15, "docs/empty.md has no chunk");
+
+    let paths = corpus_paths();
+    assert_eq!(paths.len(), 17);
+    for path in paths.iter().filter(|p| !NOT_BYTE_EXACT.contains(&p.as_str())) {
+        let original = std::fs::read_to_string(corpus().join(path)).unwrap();
+        let r = ok(&nav, "get_file", json!({"repository": "acme/widgets", "path": path})).await;
+        let content = r["content"].as_str().unwrap();
+        assert_eq!(content, numbered(&original), "{path}");
+        assert_eq!(unnumbered(content).as_bytes(), original.as_bytes(), "{path}");
+        assert_eq!(r["total_lines"], original.lines().count(), "{path}");
+        assert_eq!(r["truncated"], false);
+        assert!(r.get("missing_lines").is_none() && r.get("note").is_none(), "{path}: {r}");
+    }
+    // CHANGELOG.md is 41 chunks, docs/notes.txt five that share a line each
+    // (the token splitter's overlap): both come back whole.
+    let r =
+        ok(&nav, "get_file", json!({"repository": "1", "path": "docs/notes.txt", "start_line": 13, "end_line": 13}))
+            .await;
+    let notes = std::fs::read_to_string(corpus().join("docs/notes.txt")).unwrap();
+    assert_eq!(r["content"], format!("  13| {}", notes.lines().nth(12).unwrap()));
+
+    // The three that differ: the text the reference indexer chunked.
+    let bom = std::fs::read_to_string(corpus().join("docs/bom.md")).unwrap();
+    let r = ok(&nav, "get_file", json!({"repository": "1", "path": "docs/bom.md"})).await;
+    assert_eq!(unnumbered(r["content"].as_str().unwrap()), bom.trim_start_matches('\u{feff}'));
+    let windows = std::fs::read_to_string(corpus().join("docs/windows.md")).unwrap();
+    assert!(windows.contains("\r\n"));
+    let r = ok(&nav, "get_file", json!({"repository": "1", "path": "docs/windows.md"})).await;
+    assert_eq!(unnumbered(r["content"].as_str().unwrap()), windows.replace("\r\n", "\n"));
+    assert_eq!(
+        err(&nav, "get_file", json!({"repository": "1", "path": "docs/empty.md"})).await,
+        "File 'docs/empty.md' not found in acme/widgets. Close paths: docs/bom.md, docs/café.md, docs/windows.md, docs/notes.txt, docs/guides/configuration.md"
+    );
+
+    // add_repository writes into the embedded store only.
+    assert_eq!(
+        err(&nav, "add_repository", json!({"url": "https://github.com/acme/other"})).await,
+        "add_repository needs the embedded store: this server reads a Chroma collection, which the reference indexer (or `repo-retriever index --chroma-url`) fills."
+    );
+}
+
+#[tokio::test]
+async fn issue5_chroma_a_deleted_chunk_is_reported_as_missing_lines() {
+    let f = fixture();
+    let name = "nav-deleted-chunk";
+    let id = support::load_fixture(&f.chroma_url, name).await;
+    let recorder = support::Recorder::forward(&f.chroma_url).await;
+    // Whole reads of the collection (documents and metadata), as opposed to
+    // the id listings every call makes.
+    let full_reads = || {
+        recorder
+            .requests()
+            .iter()
+            .filter(|r| r.path.ends_with("/get") && r.json()["include"] == json!(["documents", "metadatas"]))
+            .count()
+    };
+    let nav = chroma_nav_at(recorder.url(), name).await;
+    assert_eq!(full_reads(), 1);
+    let before = ok(&nav, "get_file", json!({"repository": "acme/widgets", "path": "CHANGELOG.md"})).await;
+    assert!(before.get("missing_lines").is_none());
+    ok(&nav, "list_definitions", json!({"repository": "acme/widgets"})).await;
+    assert_eq!(full_reads(), 1, "the ids did not change: nothing is read again");
+    let id_listings = recorder.requests().iter().filter(|r| r.path.ends_with("/get")).count() - 1;
+    assert_eq!(id_listings, 3, "one id listing at start-up and one per call");
+
+    // Chunk 2 of CHANGELOG.md covers lines 12-20; delete it under the running service.
+    let record = support::fixture_records()
+        .iter()
+        .find(|r| r["metadata"]["path"] == "CHANGELOG.md" && r["metadata"]["chunk_index"] == 2)
+        .unwrap();
+    assert_eq!(
+        (record["metadata"]["start_line"].as_i64(), record["metadata"]["end_line"].as_i64()),
+        (Some(12), Some(20))
+    );
+    let url = format!("{}/{id}/delete", support::collections_url(&f.chroma_url, TENANT, DATABASE));
+    let resp = reqwest::Client::new().post(url).json(&json!({"ids": [record["id"]]})).send().await.unwrap();
+    assert!(resp.status().is_success(), "{}", resp.text().await.unwrap());
+
+    let r = ok(
+        &nav,
+        "get_file",
+        json!({"repository": "acme/widgets", "path": "CHANGELOG.md", "start_line": 10, "end_line": 22}),
+    )
+    .await;
+    assert_eq!(full_reads(), 2, "a record left: the collection is read again");
+    assert_eq!(r["missing_lines"], json!([[12, 20]]));
+    assert_eq!(r["note"], "Lines 12-20 of CHANGELOG.md could not be recovered from the index.");
+    assert_eq!(r["total_lines"], 361, "the lost lines keep their places");
+    let original = std::fs::read_to_string(corpus().join("CHANGELOG.md")).unwrap();
+    let lines: Vec<&str> = original.lines().collect();
+    let shown: Vec<&str> = r["content"].as_str().unwrap().split('\n').collect();
+    assert_eq!(shown[0], format!("  10| {}", lines[9]));
+    assert_eq!(shown[1], format!("  11| {}", lines[10]));
+    assert!(shown[2..11].iter().enumerate().all(|(i, l)| *l == format!("{:>4}| ", i + 12)), "{shown:?}");
+    assert_eq!(shown[11], format!("  21| {}", lines[20]));
+    assert_eq!(shown[12], format!("  22| {}", lines[21]));
+    // Other files are whole as before.
+    let r = ok(&nav, "get_file", json!({"repository": "acme/widgets", "path": "src/lib.rs"})).await;
+    assert!(r.get("missing_lines").is_none());
+    support::delete_collection(&f.chroma_url, name).await;
+}
+
+/// The same corpus over both stores: where the records are identical the
+/// tools agree; the differences are the three files of [`NOT_BYTE_EXACT`].
+#[tokio::test]
+async fn issue5_chroma_agrees_with_the_embedded_store() {
+    let chroma = chroma_nav(&fixture().collection).await;
+    let (_dir, embedded) = embedded_nav().await;
+
+    // Definitions: every one, in order, field for field.
+    let all = json!({"repository": "acme/widgets", "limit": 500});
+    let over_chroma = ok(&chroma, "list_definitions", all.clone()).await;
+    assert_eq!(over_chroma["total"], 76);
+    assert!(over_chroma == ok(&embedded, "list_definitions", all).await, "list_definitions differs");
+
+    for args in [
+        json!({"query": "withRetry"}),
+        json!({"query": "widget store", "limit": 50}),
+        json!({"query": "configuration", "entity_type": "doc_section", "limit": 50}),
+        json!({"query": "os", "entity_type": "import"}),
+        json!({"query": "client", "language": "python"}),
+    ] {
+        assert_eq!(
+            ok(&chroma, "search_code", args.clone()).await,
+            ok(&embedded, "search_code", args.clone()).await,
+            "{args}"
+        );
+    }
+
+    for args in [
+        json!({"repository": "1", "pattern": "withRetry"}),
+        json!({"repository": "1", "pattern": "(?i)^func\\s+\\w+", "regex": true}),
+        json!({"repository": "1", "pattern": "return", "max_results": 500}),
+        json!({"repository": "1", "pattern": "Windows", "path_glob": "docs/*"}),
+    ] {
+        assert_eq!(
+            ok(&chroma, "find_patterns", args.clone()).await,
+            ok(&embedded, "find_patterns", args.clone()).await,
+            "{args}"
+        );
+    }
+
+    // analyze_repository: docs/empty.md is a file of the embedded store but
+    // has no chunk in the collection; everything derived from chunks agrees.
+    let a = ok(&chroma, "analyze_repository", json!({"repository": "acme/widgets"})).await;
+    let b = ok(&embedded, "analyze_repository", json!({"repository": "acme/widgets"})).await;
+    assert_eq!((a["total_files"].as_i64(), b["total_files"].as_i64()), (Some(15), Some(16)));
+    assert_eq!(
+        (a["files_by_language"]["markdown"].as_i64(), b["files_by_language"]["markdown"].as_i64()),
+        (Some(6), Some(7))
+    );
+    assert_eq!(a["top_directories"][0], json!({"directory": "docs", "files": 5}));
+    assert_eq!(b["top_directories"][0], json!({"directory": "docs", "files": 6}));
+    for key in [
+        "total_lines",
+        "total_entities",
+        "entities_by_type",
+        "definitions_by_language",
+        "language",
+        "framework",
+        "largest_files",
+    ] {
+        assert_eq!(a[key], b[key], "{key}");
+    }
+    let mut a_languages = a["files_by_language"].clone();
+    a_languages["markdown"] = json!(7);
+    assert_eq!(a_languages, b["files_by_language"]);
+
+    // The files resource lists the same files but the empty one.
+    let files = repo_retriever::nav::repos::read_resource(&chroma, "repo-retriever://repositories/1/files");
+    let files: Value = serde_json::from_str(&files.unwrap()).unwrap();
+    assert_eq!(files["total_files"], 15);
+    assert_eq!(files["files"][0], json!({"file_path": "CHANGELOG.md", "language": "markdown", "line_count": 361}));
+}
+
+fn serve_chroma_args() -> Vec<String> {
+    let f = fixture();
+    [
+        "serve",
+        "--tools",
+        "all",
+        "--chroma-url",
+        &f.chroma_url,
+        "--collection-name",
+        &f.collection,
+        "--embedding-api-url",
+        &f.embed_url,
+        "--embedding-model",
+        EMBED_MODEL,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[tokio::test]
+async fn issue5_serve_chroma_url_with_all_tools_over_stdio() {
+    let mut mcp = Server::new().args(serve_chroma_args()).stdio().await;
+    mcp.initialize().await;
+    let tools = mcp.list_tools().await;
+    let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "search",
+            "list_repositories",
+            "search_code",
+            "get_file",
+            "list_definitions",
+            "analyze_repository",
+            "find_patterns",
+            "add_repository"
+        ]
+    );
+    let r = mcp.call_tool("get_file", json!({"repository": "acme/widgets", "path": "src/lib.rs"})).await;
+    assert!(!is_error(&r), "{r}");
+    let file: Value = serde_json::from_str(tool_text(&r)).unwrap();
+    let original = std::fs::read_to_string(corpus().join("src/lib.rs")).unwrap();
+    assert_eq!(file["content"], numbered(&original));
+    let r = mcp.call_tool("search", json!({"query": "retry a store operation"})).await;
+    assert!(!is_error(&r), "{r}");
+    assert!(tool_text(&r).contains("acme/widgets"), "{r}");
+    mcp.close().await;
+
+    // The drop-in flags alone: search only, as the reference.
+    let mut plain = Server::fixture().stdio().await;
+    plain.initialize().await;
+    let tools = plain.list_tools().await;
+    assert_eq!(tools, serde_json::from_str::<Value>(&repo_retriever::protocol::tools_list_result()).unwrap());
+    plain.close().await;
+
+    // --chroma-url serves the collection, not a store folder as well.
+    let out = Server::new().args(serve_chroma_args()).args(["--store", "/nonexistent"]).output().await;
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Error: --chroma-url serves a Chroma collection; it cannot be combined with --store or --stores\n"
+    );
+}
+
+/// The limit counts every `tools/call` of a client address, `search`
+/// included: the fourth call within the minute is refused whatever the tool.
+#[tokio::test]
+async fn issue5_rate_limit_over_http_counts_every_tool() {
+    let mut mcp = Server::new().args(serve_chroma_args()).args(["--rate-limit", "3"]).http().await;
+    mcp.initialize().await;
+    let started = Instant::now();
+    let first = mcp.call_tool("list_repositories", json!({})).await;
+    assert!(!is_error(&first), "{first}");
+    let second = mcp.call_tool("search", json!({"query": "widget"})).await;
+    assert!(!is_error(&second), "{second}");
+    let third = mcp.call_tool("get_file", json!({"repository": "1", "path": "README.md", "end_line": 2})).await;
+    assert!(!is_error(&third), "{third}");
+    let fourth = mcp.call_tool("search", json!({"query": "widget"})).await;
+    assert!(started.elapsed().as_secs_f64() < 1.0, "the hint counts whole seconds: {:?}", started.elapsed());
+    assert!(is_error(&fourth), "{fourth}");
+    assert_eq!(
+        tool_text(&fourth),
+        "Rate limit exceeded: at most 3 tool calls per minute per client address. Retry in 60 seconds."
+    );
+    // tools/list is not a tool call.
+    assert_eq!(mcp.list_tools().await["tools"].as_array().unwrap().len(), 8);
+    mcp.kill().await;
+}
