@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 /// Words that select a subcommand when they come first.
-pub const SUBCOMMANDS: [&str; 4] = ["index", "search", "serve", "plugins"];
+pub const SUBCOMMANDS: [&str; 5] = ["index", "search", "serve", "plugins", "eval"];
 
 #[derive(Debug, Parser)]
 #[command(name = "repo-retriever", version, about = "Repository search for AI agents over MCP")]
@@ -26,6 +26,8 @@ pub enum Command {
     Serve(ServeCmd),
     /// List the registered store, embedder and reranker kinds (name, kind, origin).
     Plugins(PluginsCmd),
+    /// Compare retrieval pipelines (rerankers) on a query set: MRR, nDCG, recall and latency.
+    Eval(crate::eval::EvalCmd),
 }
 
 #[derive(Debug, Args)]
@@ -292,6 +294,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             }
             Ok(!is_error)
         }
+        Command::Eval(args) => crate::eval::run(args).await,
         Command::Plugins(args) => {
             let file = args.stores.as_deref().map(crate::stores::read).transpose().map_err(|e| e.to_string())?;
             let registry = crate::stores::registry(file.as_ref()).map_err(|e| e.to_string())?;
