@@ -4,8 +4,9 @@
 //! 127.0.0.1 with the setting on. Also the reassembly of files from the
 //! reference indexer's Chroma records.
 
+mod support;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,6 +14,7 @@ use repo_retriever::nav::add_repository::{RepoUrl, parse_url, preflight_error};
 use repo_retriever::nav::reassemble::{missing_note, reassemble};
 use repo_retriever::nav::{NavConfig, NavService};
 use serde_json::{Value, json};
+use support::serve_git;
 
 async fn err(nav: &Arc<NavService>, args: Value) -> String {
     nav.call("add_repository", Some(&args)).await.unwrap().expect_err("refused")
@@ -107,74 +109,6 @@ fn issue5_preflight_messages() {
     );
     assert_eq!(e(&gl, "fatal: unable to access: Connection reset"), "Could not reach gitlab.com; try again.");
     assert_eq!(preflight_error(&gl, "", true), "gitlab.com did not respond in time; try again.");
-}
-
-struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let st = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success(), "git {args:?}");
-}
-
-/// A bare repository `demo/widgets.git` (branches main and dev), an empty
-/// one `demo/empty.git`, served by `git daemon` on 127.0.0.1.
-fn serve_git(base: &Path) -> (Daemon, u16) {
-    let work = base.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus");
-    for sub in ["src", "py/widgets", "internal/store"] {
-        std::fs::create_dir_all(work.join(sub)).unwrap();
-    }
-    for f in ["README.md", "src/lib.rs", "py/widgets/client.py", "internal/store/store.go"] {
-        std::fs::copy(corpus.join(f), work.join(f)).unwrap();
-    }
-    // Over the 1 MB limit: left out, and said so.
-    std::fs::write(work.join("big.txt"), "x".repeat(1024 * 1024)).unwrap();
-    git(&work, &["init", "-q", "-b", "main"]);
-    git(&work, &["add", "."]);
-    git(&work, &["commit", "-q", "-m", "init"]);
-    git(&work, &["branch", "dev"]);
-    std::fs::create_dir_all(base.join("srv/demo")).unwrap();
-    git(base, &["clone", "-q", "--bare", work.to_str().unwrap(), "srv/demo/widgets.git"]);
-    git(base, &["init", "-q", "--bare", "srv/demo/empty.git"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new("git")
-        .args([
-            "daemon",
-            "--reuseaddr",
-            "--export-all",
-            "--listen=127.0.0.1",
-            &format!("--port={port}"),
-            &format!("--base-path={}", base.join("srv").display()),
-            &base.join("srv").display().to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(10), "git daemon did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Daemon(child), port)
 }
 
 #[tokio::test]

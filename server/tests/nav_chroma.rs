@@ -9,8 +9,9 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use repo_retriever::local::ChromaTarget;
 use repo_retriever::nav::chroma::ChromaSource;
 use repo_retriever::nav::{NavConfig, NavService};
 use rr_chroma::{ChromaConfig, ChromaStore};
@@ -39,6 +40,22 @@ async fn chroma_nav(collection: &str) -> Arc<NavService> {
 }
 
 async fn chroma_nav_at(chroma_url: &str, collection: &str) -> Arc<NavService> {
+    chroma_nav_with(chroma_url, collection, off(), false).await
+}
+
+/// A service over `collection`; with `indexing`, add_repository writes into
+/// it through the test embed server.
+async fn chroma_nav_with(chroma_url: &str, collection: &str, config: NavConfig, indexing: bool) -> Arc<NavService> {
+    let target = indexing.then(|| ChromaTarget {
+        server_url: chroma_url.to_owned(),
+        collection_name: collection.to_owned(),
+        tenant: TENANT.into(),
+        database: DATABASE.into(),
+        bearer_token: None,
+        embedding_api_url: fixture().embed_url.clone(),
+        embedding_model: EMBED_MODEL.into(),
+        embedding_api_key: None,
+    });
     let store = ChromaStore::new(
         ChromaConfig {
             server_url: chroma_url.to_owned(),
@@ -49,7 +66,7 @@ async fn chroma_nav_at(chroma_url: &str, collection: &str) -> Arc<NavService> {
         },
         HttpClient::new(HttpSettings::new("nav-chroma-tests")).unwrap(),
     );
-    NavService::open_chroma(ChromaSource::new(store).unwrap(), off()).await.unwrap()
+    NavService::open_chroma(ChromaSource::new(store, target).unwrap(), config).await.unwrap()
 }
 
 async fn embedded_nav() -> (tempfile::TempDir, Arc<NavService>) {
@@ -160,11 +177,62 @@ async fn issue5_chroma_repositories_and_whole_files_rebuilt_from_chunks() {
         "File 'docs/empty.md' not found in acme/widgets. Close paths: docs/bom.md, docs/café.md, docs/windows.md, docs/notes.txt, docs/guides/configuration.md"
     );
 
-    // add_repository writes into the embedded store only.
+    // Without an embedding endpoint there is nothing to index with.
     assert_eq!(
         err(&nav, "add_repository", json!({"url": "https://github.com/acme/other"})).await,
-        "add_repository needs the embedded store: this server reads a Chroma collection, which the reference indexer (or `repo-retriever index --chroma-url`) fills."
+        "add_repository is not available on this server: it has no embedding endpoint to index the collection with."
     );
+}
+
+/// add_repository over Chroma: cloned from a loopback git server, indexed
+/// into the collection with our indexer, then served like the reference
+/// indexer's records beside it.
+#[tokio::test]
+async fn issue5_chroma_add_repository_indexes_into_the_collection() {
+    let f = fixture();
+    let name = "nav-add-repository";
+    let collection_id = support::load_fixture(&f.chroma_url, name).await;
+    let base = tempfile::tempdir().unwrap();
+    let (_daemon, port) = support::serve_git(base.path());
+    let config = NavConfig { allow_loopback_git: true, ..NavConfig::default() };
+    let nav = chroma_nav_with(&f.chroma_url, name, config, true).await;
+    let url = format!("git://127.0.0.1:{port}/demo/widgets.git");
+    let added = ok(&nav, "add_repository", json!({"url": url})).await;
+    let repo_name = format!("127.0.0.1:{port}/demo/widgets");
+    assert_eq!(
+        added,
+        json!({"repository_id": 2, "name": repo_name, "status": "pending", "message": "Indexing started; check list_repositories for progress."})
+    );
+    let started = Instant::now();
+    let repo = loop {
+        let list = ok(&nav, "list_repositories", json!({})).await;
+        let repos = list["repositories"].as_array().unwrap().clone();
+        assert_eq!(repos[0]["name"], "acme/widgets", "the reference indexer's repository stays");
+        let repo = repos.iter().find(|r| r["id"] == 2).unwrap().clone();
+        match repo["status"].as_str().unwrap() {
+            "completed" => break repo,
+            "failed" => panic!("indexing failed: {repo}"),
+            _ => {
+                assert!(started.elapsed() < Duration::from_secs(120), "{repo}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(repo["total_files"], 4);
+    assert_eq!(repo["error_message"], "Partially indexed: 1 files of 1 MB or more skipped");
+    // The records are in the collection, beside the 89 fixture records.
+    assert!(support::collection_count(&f.chroma_url, &collection_id).await > support::FIXTURE_RECORDS as u64);
+    let original = std::fs::read_to_string(corpus().join("internal/store/store.go")).unwrap();
+    let r = ok(&nav, "get_file", json!({"repository": "2", "path": "internal/store/store.go"})).await;
+    assert_eq!(r["content"], numbered(&original));
+    let r = ok(&nav, "list_definitions", json!({"repository": "2", "name": "withRetry"})).await;
+    assert_eq!(r["definitions"][0]["line_start"], 53);
+    // A second service over the same collection sees it as a namespace like any other.
+    let again = chroma_nav(name).await;
+    let list = ok(&again, "list_repositories", json!({})).await;
+    assert_eq!(list["repositories"][1]["name"], repo_name);
+    assert_eq!(list["repositories"][1]["status"], "completed");
+    support::delete_collection(&f.chroma_url, name).await;
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@ use tokio::process::Command;
 
 use super::catalog::NewRepository;
 use super::schema::Args;
+use super::source::IndexTarget;
 use super::{NavService, ToolResult, pretty};
 
 /// Indexing keeps at most this many files…
@@ -431,9 +432,15 @@ impl Job {
         nav.catalogue().set_progress(self.id, 0, kept as i64).map_err(|e| e.to_string())?;
         let progress_nav = nav.clone();
         let id = self.id;
+        let (store, chroma) = match nav.source().index_target() {
+            IndexTarget::Embedded(dir) => (dir, None),
+            // The request's store folder is unused with a Chroma target.
+            IndexTarget::Chroma(target) => (std::path::PathBuf::new(), Some(target)),
+            IndexTarget::Unavailable => return Err(super::ADD_UNAVAILABLE.into()),
+        };
         let request = crate::local::IndexRequest {
             root: dir.clone(),
-            store: nav.dir().ok_or(super::ADD_NEEDS_EMBEDDED)?.to_path_buf(),
+            store,
             identity: rr_indexer::Identity {
                 organization: self.organization.clone(),
                 repository: self.repository.clone(),
@@ -444,7 +451,7 @@ impl Job {
             batch_size: 100,
             dry_run: false,
             output_manifest: None,
-            chroma: None,
+            chroma,
             progress: Some(Arc::new(move |p: rr_indexer::sync::SyncProgress| {
                 if p.total > 0 {
                     let done = (p.done * kept).checked_div(p.total).unwrap_or(0);
@@ -454,9 +461,13 @@ impl Job {
         };
         let summary = crate::local::index(request).await.map_err(|e| e.to_string())?;
         let nav2 = nav.clone();
-        tokio::task::spawn_blocking(move || nav2.rebuild(id, &summary.namespace_id, note.as_deref()))
-            .await
-            .map_err(|e| e.to_string())?
+        tokio::task::spawn_blocking(move || {
+            // A Chroma source takes a new snapshot here, with the records just written.
+            nav2.source().namespaces()?;
+            nav2.rebuild(id, &summary.namespace_id, note.as_deref())
+        })
+        .await
+        .map_err(|e| e.to_string())?
     }
 }
 

@@ -5,7 +5,9 @@
 //! chunks (`reassemble.rs`); lines no chunk covers are reported by
 //! `get_file` rather than guessed. Repositories are the collection's
 //! namespaces, definitions come from the chunk metadata exactly as over the
-//! embedded store, and the catalogue lives in memory.
+//! embedded store, and the catalogue lives in memory. `add_repository`
+//! indexes into the same collection with our indexer (records identical to
+//! the reference's), embedding through the configured endpoint.
 //!
 //! The whole collection is read with Chroma's paged `get`, and kept as a
 //! snapshot keyed by a fingerprint of its record ids. A record id names the
@@ -29,10 +31,11 @@ use rr_core::{Chunk, Metadata};
 use rr_embedded::NamespaceInfo;
 
 use super::reassemble::reassemble;
-use super::source::{NavSource, languages};
+use super::source::{IndexTarget, NavSource, languages};
 use super::{FileText, entities, extension_language};
 use crate::cli::ChromaArgs;
 use crate::config::{self, Config, Invocation};
+use crate::local::ChromaTarget;
 
 /// The chunks of one namespace and their fingerprint.
 struct NamespaceChunks {
@@ -52,6 +55,9 @@ struct Snapshot {
 /// A Chroma collection as a [`NavSource`].
 pub struct ChromaSource {
     store: Arc<ChromaStore>,
+    /// Where `add_repository` writes: the same collection, embedded through
+    /// the configured endpoint.
+    target: Option<ChromaTarget>,
     runtime: Option<tokio::runtime::Runtime>,
     snapshot: Mutex<Arc<Snapshot>>,
 }
@@ -81,7 +87,9 @@ fn fingerprint<'a>(ids: impl Iterator<Item = &'a str>) -> String {
 
 impl ChromaSource {
     /// A source reading `store`; nothing is requested until the first call.
-    pub fn new(store: ChromaStore) -> Result<Self, String> {
+    /// `add_repository` indexes into `target` (the same collection), and is
+    /// refused without one.
+    pub fn new(store: ChromaStore, target: Option<ChromaTarget>) -> Result<Self, String> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("rr-nav-chroma")
@@ -90,6 +98,7 @@ impl ChromaSource {
             .map_err(|e| format!("cannot start the Chroma reader: {e}"))?;
         Ok(ChromaSource {
             store: Arc::new(store),
+            target,
             runtime: Some(runtime),
             snapshot: Mutex::new(Arc::new(Snapshot::default())),
         })
@@ -99,7 +108,18 @@ impl ChromaSource {
     /// client (same attempts, timeout and redacted secrets as search).
     pub fn from_config(config: &Config) -> Result<Self, String> {
         let http = crate::app::http_client(config).map_err(|e| e.to_string())?;
-        Self::new(crate::app::chroma_store(config, http))
+        let non_empty = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
+        let target = ChromaTarget {
+            server_url: config.server_url.clone(),
+            collection_name: config.collection_name.clone(),
+            tenant: config.tenant.clone(),
+            database: config.database.clone(),
+            bearer_token: non_empty(&config.bearer_token),
+            embedding_api_url: config.embedding_api_url.clone(),
+            embedding_model: config.embedding_model.clone(),
+            embedding_api_key: non_empty(&config.embedding_api_key),
+        };
+        Self::new(crate::app::chroma_store(config, http), Some(target))
     }
 
     /// Runs `future` on the source's runtime and waits for it.
@@ -215,6 +235,10 @@ impl NavSource for ChromaSource {
 
     fn store_dir(&self) -> Option<&Path> {
         None
+    }
+
+    fn index_target(&self) -> IndexTarget {
+        self.target.clone().map_or(IndexTarget::Unavailable, IndexTarget::Chroma)
     }
 
     fn changes_underneath(&self) -> bool {

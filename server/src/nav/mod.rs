@@ -38,7 +38,7 @@ use serde_json::Value;
 use catalog::{Catalogue, NewRepository, Repository};
 use chroma::ChromaSource;
 use schema::{Kind, Param, ToolDef};
-use source::{EmbeddedSource, NavSource};
+use source::{EmbeddedSource, IndexTarget, NavSource};
 
 /// The resource scheme.
 pub const SCHEME: &str = "repo-retriever";
@@ -113,9 +113,10 @@ pub(crate) fn pretty<T: Serialize>(value: &T) -> String {
     serde_json::to_string_pretty(value).unwrap_or_else(|_| "{}".into())
 }
 
-/// The tool error of `add_repository` over a source it cannot index into.
-pub const ADD_NEEDS_EMBEDDED: &str = "add_repository needs the embedded store: this server reads a Chroma collection, \
-     which the reference indexer (or `repo-retriever index --chroma-url`) fills.";
+/// The tool error of `add_repository` over a source it cannot index into
+/// (a Chroma collection opened without an embedding endpoint).
+pub const ADD_UNAVAILABLE: &str =
+    "add_repository is not available on this server: it has no embedding endpoint to index the collection with.";
 
 impl NavService {
     /// Opens the catalogue beside the embedded store and brings it up to date.
@@ -282,8 +283,8 @@ impl NavService {
             Err(e) => return Some(Err(e)),
         };
         if name == "add_repository" {
-            if self.source.store_dir().is_none() {
-                return Some(Err(ADD_NEEDS_EMBEDDED.into()));
+            if matches!(self.source.index_target(), IndexTarget::Unavailable) {
+                return Some(Err(ADD_UNAVAILABLE.into()));
             }
             return Some(add_repository::call(self.clone(), args).await);
         }

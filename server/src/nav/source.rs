@@ -13,6 +13,7 @@ use rr_core::Metadata;
 use rr_embedded::{EmbeddedStore, NamespaceInfo};
 
 use super::{FileText, entities, extension_language};
+use crate::local::ChromaTarget;
 
 /// What the navigation service reads. Calls block (SQLite, or HTTP driven
 /// on a runtime of the source's own), so the service makes them on the
@@ -42,14 +43,27 @@ pub trait NavSource: Send + Sync {
     /// How many files the namespace has (for a repository still indexing).
     fn file_count(&self, namespace_id: &str) -> Result<usize, String>;
 
-    /// The embedded store's folder; `None` for a source `add_repository`
-    /// cannot index into.
+    /// The embedded store's folder; `None` for a Chroma collection.
     fn store_dir(&self) -> Option<&Path>;
+
+    /// Where `add_repository` indexes a repository.
+    fn index_target(&self) -> IndexTarget;
 
     /// Whether other programs write the source while the service runs, so
     /// every tool call checks the fingerprint first (the embedded store is
     /// refreshed by `list_repositories` and by `add_repository` instead).
     fn changes_underneath(&self) -> bool;
+}
+
+/// Where `add_repository` writes the records of a new repository.
+#[derive(Clone)]
+pub enum IndexTarget {
+    /// The embedded store in this folder, with its own embedder.
+    Embedded(PathBuf),
+    /// A Chroma collection, embedded through an OpenAI-compatible endpoint.
+    Chroma(ChromaTarget),
+    /// Nowhere: `add_repository` is refused.
+    Unavailable,
 }
 
 /// Language labels by path, from the chunks (the first chunk of a file).
@@ -123,6 +137,10 @@ impl NavSource for EmbeddedSource {
 
     fn store_dir(&self) -> Option<&Path> {
         Some(&self.dir)
+    }
+
+    fn index_target(&self) -> IndexTarget {
+        IndexTarget::Embedded(self.dir.clone())
     }
 
     fn changes_underneath(&self) -> bool {

@@ -1534,3 +1534,76 @@ impl Drop for Recorder {
         self.task.abort();
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// A loopback git server for add_repository
+// ---------------------------------------------------------------------------------------------
+
+/// A `git daemon`, stopped when dropped.
+pub struct Daemon(Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn git(dir: &Path, args: &[&str]) {
+    let st = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "git {args:?}");
+}
+
+/// A bare repository `demo/widgets.git` (branches main and dev), an empty
+/// one `demo/empty.git`, served by `git daemon` on 127.0.0.1.
+pub fn serve_git(base: &Path) -> (Daemon, u16) {
+    let work = base.join("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus");
+    for sub in ["src", "py/widgets", "internal/store"] {
+        std::fs::create_dir_all(work.join(sub)).unwrap();
+    }
+    for f in ["README.md", "src/lib.rs", "py/widgets/client.py", "internal/store/store.go"] {
+        std::fs::copy(corpus.join(f), work.join(f)).unwrap();
+    }
+    // Over the 1 MB limit: left out, and said so.
+    std::fs::write(work.join("big.txt"), "x".repeat(1024 * 1024)).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["add", "."]);
+    git(&work, &["commit", "-q", "-m", "init"]);
+    git(&work, &["branch", "dev"]);
+    std::fs::create_dir_all(base.join("srv/demo")).unwrap();
+    git(base, &["clone", "-q", "--bare", work.to_str().unwrap(), "srv/demo/widgets.git"]);
+    git(base, &["init", "-q", "--bare", "srv/demo/empty.git"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = Command::new("git")
+        .args([
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            "--listen=127.0.0.1",
+            &format!("--port={port}"),
+            &format!("--base-path={}", base.join("srv").display()),
+            &base.join("srv").display().to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(started.elapsed() < Duration::from_secs(10), "git daemon did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Daemon(child), port)
+}
