@@ -325,3 +325,68 @@ fn build_one(spec: &PipelineSpec, registry: &Registry, ctx: &FactoryContext) -> 
     let reranker = RerankChain::new(stages).ok().map(|c| c.with_min_score(spec.min_score));
     Ok(Pipeline { name: spec.name.clone(), embedder, store, query_prefix, reranker, candidates })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build_file(body: &str) -> Result<Vec<Pipeline>, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.toml");
+        std::fs::write(&path, body).unwrap();
+        let file = read(&path).map_err(|e| e.to_string().replace(&path.display().to_string(), "P"))?;
+        let registry = Registry::builtin().unwrap();
+        build(&file, &registry, &FactoryContext::new("test")).map_err(|e| e.to_string())
+    }
+
+    const CHROMA: &str = r#"store = { kind = "chroma", url = "http://127.0.0.1:1", collection = "c" }"#;
+
+    #[test]
+    fn a_store_table_with_an_embedder_and_a_chain() {
+        let body = format!(
+            "[[pipeline]]\nname = \"chain\"\n{CHROMA}\nembedder = {{ kind = \"hash\" }}\n\
+             reranker = [{{ kind = \"bm25-fusion\" }}, {{ kind = \"mmr\", lambda = 0.5 }}]\nmin_score = 2\n\n\
+             [[pipeline]]\nname = \"one\"\n{CHROMA}\nembedder = {{ kind = \"hash\" }}\nreranker = {{ kind = \"mmr\" }}\n\
+             candidates = 7\nquery_prefix = \"\"\n"
+        );
+        let built = build_file(&body).unwrap();
+        assert_eq!(built.len(), 2);
+        assert_eq!(built[0].stage_names(), ["bm25-fusion", "mmr"]);
+        assert_eq!(built[0].reranker.as_ref().unwrap().min_score(), Some(2.0));
+        assert_eq!((built[0].candidates, built[0].query_prefix.as_str()), (DEFAULT_CANDIDATES, "query: "));
+        assert_eq!(built[1].stage_names(), ["mmr"]);
+        assert_eq!((built[1].candidates, built[1].query_prefix.as_str()), (7, ""));
+    }
+
+    #[test]
+    fn configuration_errors_name_the_pipeline_and_the_key() {
+        let one = |extra: &str| format!("[[pipeline]]\nname = \"a\"\n{CHROMA}\n{extra}");
+        let cases = [
+            (one(""), "pipeline[0] \"a\": embedder: required when the store is not an embedded store folder"),
+            (
+                one("embedder = { kind = \"hash\" }\nmin_score = 0.5"),
+                "pipeline[0] \"a\": min_score: needs a reranker, whose scores it cuts",
+            ),
+            (
+                one("embedder = { kind = \"hash\" }\ncandidates = 0"),
+                "pipeline[0] \"a\": candidates: must be at least 1",
+            ),
+            (
+                format!("{}\n{}", one("embedder = { kind = \"hash\" }"), one("embedder = { kind = \"hash\" }")),
+                "pipeline[1]: the name \"a\" is used twice",
+            ),
+            (
+                one("embedder = { kind = \"hash\" }\nreranker = { kind = \"mmr\", lambda = 2 }"),
+                "pipeline[0] \"a\": reranker[0]: reranker \"mmr\": lambda must be between 0 and 1, not 2",
+            ),
+            (
+                "name = \"x\"\n".to_owned(),
+                "pipelines file P: unknown field: found `name`, expected ``pipeline`` for key \"default.name\" in P TOML file",
+            ),
+            (String::new(), "pipelines file P: no [[pipeline]] table"),
+        ];
+        for (body, want) in cases {
+            assert_eq!(build_file(&body).err().as_deref(), Some(want), "{body}");
+        }
+    }
+}

@@ -95,6 +95,7 @@ pub struct QuerySetError(pub Vec<String>);
 pub fn parse(text: &str) -> Result<Vec<EvalQuery>, QuerySetError> {
     let mut queries = Vec::new();
     let mut errors = Vec::new();
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (index, raw) in text.lines().enumerate() {
         if raw.trim().is_empty() {
             continue;
@@ -220,5 +221,7 @@ mod tests {
             .join("\n")
         );
         assert_eq!(errors("\n  \n"), "no query: the file holds no JSON line");
+        // A byte-order mark is not part of the first line.
+        assert_eq!(parse("\u{feff}{\"query\": \"q\", \"relevant\": [\"a\"]}").unwrap()[0].query, "q");
     }
 }
