@@ -2,13 +2,11 @@
 //! (`scripts/test` installs it and sets `RR_MINILM_DIR`); otherwise each test
 //! that needs it prints why it is skipped and returns.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use rr_bert::test_util::{python_for, run_json};
 use rr_core::{CallContext, Embedder};
-use rr_minilm::{MiniLmEmbedder, MiniLmError};
+use rr_minilm::{BertError, MiniLmEmbedder, MiniLmError};
 
 /// The model, loaded once for all tests of this binary.
 fn model() -> Option<&'static MiniLmEmbedder> {
@@ -52,7 +50,7 @@ fn sentences() -> Vec<String> {
 fn missing_files_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let err = MiniLmEmbedder::from_dir(tmp.path().join("nope")).unwrap_err();
-    assert!(matches!(err, MiniLmError::NoFolder(_)), "{err}");
+    assert!(matches!(err, MiniLmError::Model(BertError::NoFolder { .. })), "{err}");
     assert!(err.to_string().ends_with("nope does not exist"), "{err}");
 
     std::fs::write(tmp.path().join("config.json"), "{}").unwrap();
@@ -88,43 +86,16 @@ fn truncates_at_256_word_pieces_and_pads_per_batch() {
     assert!(max < 1e-5, "max abs diff {max}");
 }
 
-fn python() -> Option<PathBuf> {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    let candidates = [venv, PathBuf::from("python3")];
-    candidates.into_iter().find(|p| {
-        Command::new(p)
-            .args(["-c", "import numpy"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
-}
-
 #[tokio::test]
 async fn matches_the_numpy_reference() {
     let Some(model) = model() else { return };
-    let Some(python) = python() else {
-        eprintln!("SKIPPED: no python with numpy (.venv/bin/python or python3) for tests/reference.py");
-        return;
-    };
+    let Some(python) = python_for("tests/reference.py") else { return };
     let sentences = sentences();
     let ids: Vec<Vec<u32>> = sentences.iter().map(|s| model.token_ids(s).unwrap()).collect();
     let request = serde_json::json!({"sentences": sentences, "ids": ids});
 
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/reference.py");
-    let mut child = Command::new(&python)
-        .arg(script)
-        .arg(model.dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "reference.py failed: {}", String::from_utf8_lossy(&output.stderr));
-    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let answer = run_json(&python, script, [model.dir()], &request);
     let want: Vec<Vec<f32>> = serde_json::from_value(answer["embeddings"].clone()).unwrap();
 
     let got = model.embed(&sentences, &CallContext::default()).await.unwrap();

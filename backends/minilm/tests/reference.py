@@ -1,11 +1,10 @@
 #!/usr/bin/env python3
 """Reference embeddings for the `minilm` embedder, computed another way.
 
-A from-scratch BERT forward pass in numpy (float64, one sentence at a time, no
-padding) over the same model folder: the safetensors file is parsed by hand
-(an 8-byte header length, a JSON header, raw little-endian tensors), then mean
-pooling and L2 normalisation as the model's modules.json prescribes. Nothing
-here shares code with candle.
+The from-scratch numpy BERT encoder of backends/bert/tests/numpy_bert.py
+(float64, one sentence at a time, no padding, nothing shared with candle) over
+the same model folder, then mean pooling and L2 normalisation as the model's
+modules.json prescribes.
 
     reference.py MODEL_DIR < {"sentences": [...], "ids": [[...], ...]}
 
@@ -19,78 +18,21 @@ used as they are.
 """
 
 import json
-import math
 import os
-import struct
 import sys
 
 import numpy as np
 
-DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64}
-
-
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + n])
-    base = 8 + n
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        start, end = info["data_offsets"]
-        array = np.frombuffer(data[base + start : base + end], dtype=DTYPES[info["dtype"]])
-        tensors[name.removeprefix("bert.")] = array.reshape(info["shape"]).astype(np.float64)
-    return tensors
-
-
-def layer_norm(x, weight, bias, eps):
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * weight + bias
-
-
-ERF = np.vectorize(math.erf)
-
-
-def gelu(x):
-    # BERT's "gelu": the exact form with erf, not the tanh approximation.
-    return 0.5 * x * (1.0 + ERF(x / math.sqrt(2.0)))
+# The numpy BERT encoder is shared with the other candle model's reference; no __pycache__ is
+# left beside it in the source tree.
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "bert", "tests"))
+import numpy_bert  # noqa: E402
 
 
 def embed(ids, w, config):
-    heads = config["num_attention_heads"]
-    hidden = config["hidden_size"]
-    head_dim = hidden // heads
-    eps = config["layer_norm_eps"]
-    n = len(ids)
-    x = (
-        w["embeddings.word_embeddings.weight"][ids]
-        + w["embeddings.position_embeddings.weight"][:n]
-        + w["embeddings.token_type_embeddings.weight"][0]
-    )
-    x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
-
-    def linear(x, name):
-        return x @ w[name + ".weight"].T + w[name + ".bias"]
-
-    for i in range(config["num_hidden_layers"]):
-        p = f"encoder.layer.{i}."
-        q, k, v = (
-            linear(x, p + "attention.self." + m).reshape(n, heads, head_dim).transpose(1, 0, 2)
-            for m in ("query", "key", "value")
-        )
-        scores = q @ k.transpose(0, 2, 1) / math.sqrt(head_dim)
-        scores = np.exp(scores - scores.max(-1, keepdims=True))
-        probs = scores / scores.sum(-1, keepdims=True)
-        context = (probs @ v).transpose(1, 0, 2).reshape(n, hidden)
-        attn = linear(context, p + "attention.output.dense") + x
-        x = layer_norm(attn, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], eps)
-        inner = gelu(linear(x, p + "intermediate.dense"))
-        out = linear(inner, p + "output.dense") + x
-        x = layer_norm(out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], eps)
-
+    x = numpy_bert.encode(ids, np.zeros_like(ids), w, config)
     pooled = x.mean(0)  # every token is real: no padding here
     return pooled / max(np.linalg.norm(pooled), 1e-12)
 
@@ -117,7 +59,7 @@ def main():
     request = json.load(sys.stdin)
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
-    weights = load_safetensors(os.path.join(model_dir, "model.safetensors"))
+    weights = numpy_bert.load_safetensors(os.path.join(model_dir, "model.safetensors"))
 
     ids, source = tokenize(model_dir, request["sentences"])
     if ids is None:

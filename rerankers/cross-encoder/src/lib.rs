@@ -30,33 +30,33 @@
 //! multi-label classifier's logit 0 is not a relevance score, and silently
 //! using it would produce a plausible but meaningless order.
 //!
-//! The forward pass is CPU-bound, so [`Reranker::rerank`] runs it on tokio's
-//! blocking pool. The weights are read into memory rather than memory-mapped:
-//! mapping a file is `unsafe`, which this workspace forbids outside the plugin
-//! loader.
+//! The folder checks, the tokenizer set-up and the batching are rr-bert's,
+//! shared with the `minilm` embedder; this crate adds the checks of
+//! `config.json` and the classification head. The forward pass is CPU-bound,
+//! so [`Reranker::rerank`] runs it on tokio's blocking pool. The weights are
+//! read into memory rather than memory-mapped.
 //!
 //! [`batch_size`]: CrossEncoderOptions::batch_size
 
 mod registry;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use candle_core::{Device, Tensor};
-use candle_nn::{Linear, Module, VarBuilder};
-use candle_transformers::models::bert::{BertModel, Config, DTYPE};
+use candle_core::Tensor;
+use candle_nn::{Linear, Module};
+use candle_transformers::models::bert::{BertModel, Config};
+use rr_bert::{Encoder, FolderKind, ModelFolder, read_json};
 use rr_core::{BackendError, CallContext, Reranker};
 use serde::Deserialize;
 use serde_json::Value;
-use tokenizers::{EncodeInput, Tokenizer, TruncationDirection, TruncationParams, TruncationStrategy};
+
+pub use rr_bert::{BertError, REQUIRED_FILES};
 
 /// The environment variable naming the model folder when the settings give
 /// no `model_dir`.
 pub const ENV_DIR: &str = "RR_CROSS_ENCODER_DIR";
-
-/// The files a model folder must hold.
-pub const REQUIRED_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
 
 /// The one architecture (config.json `architectures`) that is run.
 pub const ARCHITECTURE: &str = "BertForSequenceClassification";
@@ -69,6 +69,9 @@ pub const DEFAULT_BATCH_SIZE: usize = 16;
 
 /// `[CLS]`, two `[SEP]` and at least one word piece.
 pub const MIN_MAX_LENGTH: usize = 4;
+
+/// How the errors name the model folder.
+const FOLDER: FolderKind = FolderKind { name: "cross-encoder model folder", what: "cross-encoder model folder" };
 
 /// What is done to the logit before it is returned as the score.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -116,23 +119,12 @@ impl Default for CrossEncoderOptions {
 /// What can go wrong loading or running the model.
 #[derive(Debug, thiserror::Error)]
 pub enum CrossEncoderError {
-    #[error("cross-encoder model folder {} does not exist", .0.display())]
-    NoFolder(PathBuf),
-    #[error("{} is not a cross-encoder model folder: {file} is missing", dir.display())]
-    MissingFile { dir: PathBuf, file: &'static str },
-    #[error("cannot read {}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
-    #[error("{} is not usable: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
-    #[error("cannot load the weights in {}: {source}", path.display())]
-    Weights { path: PathBuf, source: candle_core::Error },
     /// A setting out of range (named in the message).
     #[error("{0}")]
     Setting(String),
-    #[error("tokenisation failed: {0}")]
-    Tokenize(String),
-    #[error("forward pass failed: {0}")]
-    Forward(#[from] candle_core::Error),
+    /// The model folder, one of its files, or running it (see [`BertError`]).
+    #[error(transparent)]
+    Model(#[from] BertError),
 }
 
 /// The local cross-encoder reranker (see the crate docs). Cheap to clone: the
@@ -143,12 +135,10 @@ pub struct CrossEncoder {
 }
 
 struct Model {
-    dir: PathBuf,
-    bert: BertModel,
+    folder: ModelFolder,
+    encoder: Encoder,
     pooler: Linear,
     classifier: Linear,
-    tokenizer: Tokenizer,
-    pad_id: u32,
     max_length: usize,
     batch_size: usize,
     activation: Activation,
@@ -157,7 +147,7 @@ struct Model {
 impl std::fmt::Debug for CrossEncoder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CrossEncoder")
-            .field("dir", &self.model.dir)
+            .field("dir", &self.model.folder.dir())
             .field("max_length", &self.model.max_length)
             .field("batch_size", &self.model.batch_size)
             .field("activation", &self.model.activation)
@@ -179,58 +169,29 @@ impl CrossEncoder {
         if options.batch_size == 0 {
             return Err(CrossEncoderError::Setting("batch_size must be at least 1".into()));
         }
-        let dir = dir.as_ref();
-        if !dir.is_dir() {
-            return Err(CrossEncoderError::NoFolder(dir.to_owned()));
-        }
-        for file in REQUIRED_FILES {
-            if !dir.join(file).is_file() {
-                return Err(CrossEncoderError::MissingFile { dir: dir.to_owned(), file });
-            }
-        }
-
-        let config_path = dir.join("config.json");
-        let config = read_config(&config_path)?;
+        let folder = ModelFolder::open(dir.as_ref(), FOLDER)?;
+        let config = read_config(&folder.config_path())?;
         let max_length = options.max_length.min(config.max_position_embeddings);
-
-        let tokenizer_path = dir.join("tokenizer.json");
-        let invalid_tokenizer =
-            |e: tokenizers::Error| CrossEncoderError::Invalid { path: tokenizer_path.clone(), message: e.to_string() };
-        let mut tokenizer = Tokenizer::from_file(&tokenizer_path).map_err(invalid_tokenizer)?;
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                direction: TruncationDirection::Right,
-                max_length,
-                strategy: TruncationStrategy::LongestFirst,
-                stride: 0,
-            }))
-            .map_err(invalid_tokenizer)?;
-        // Padding is done per batch in `forward`.
-        tokenizer.with_padding(None);
-
-        let weights_path = dir.join("model.safetensors");
-        let bytes = std::fs::read(&weights_path)
-            .map_err(|source| CrossEncoderError::Io { path: weights_path.clone(), source })?;
-        let weights = |source| CrossEncoderError::Weights { path: weights_path.clone(), source };
-        let vb = VarBuilder::from_buffered_safetensors(bytes, DTYPE, &Device::Cpu).map_err(weights)?;
-        // `BertForSequenceClassification` saves its encoder under `bert.`; a
-        // bare export (the encoder at the top) is accepted too. The classifier
-        // sits at the top in both.
-        let encoder_vb =
-            if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb.clone() };
-        let hidden = config.hidden_size;
-        let bert = BertModel::load(encoder_vb.clone(), &config).map_err(weights)?;
-        let pooler = candle_nn::linear(hidden, hidden, encoder_vb.pp("pooler").pp("dense")).map_err(weights)?;
-        let classifier = candle_nn::linear(hidden, 1, vb.pp("classifier")).map_err(weights)?;
+        let tokenizer = folder.tokenizer(max_length)?;
+        let (bert, pooler, classifier) = folder.weights(|vb| {
+            // `BertForSequenceClassification` saves its encoder under `bert.`; a
+            // bare export (the encoder at the top) is accepted too. The
+            // classifier sits at the top in both.
+            let encoder_vb =
+                if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb.clone() };
+            let hidden = config.hidden_size;
+            let bert = BertModel::load(encoder_vb.clone(), &config)?;
+            let pooler = candle_nn::linear(hidden, hidden, encoder_vb.pp("pooler").pp("dense"))?;
+            let classifier = candle_nn::linear(hidden, 1, vb.pp("classifier"))?;
+            Ok((bert, pooler, classifier))
+        })?;
 
         Ok(CrossEncoder {
             model: Arc::new(Model {
-                dir: dir.to_owned(),
-                bert,
+                folder,
+                encoder: Encoder::new(bert, tokenizer, &config),
                 pooler,
                 classifier,
-                tokenizer,
-                pad_id: u32::try_from(config.pad_token_id).unwrap_or(0),
                 max_length,
                 batch_size: options.batch_size,
                 activation: options.activation,
@@ -240,7 +201,7 @@ impl CrossEncoder {
 
     /// The model folder this reranker was loaded from.
     pub fn dir(&self) -> &Path {
-        &self.model.dir
+        self.model.folder.dir()
     }
 
     /// The most word pieces one pair is cut to, special tokens included.
@@ -262,35 +223,15 @@ impl CrossEncoder {
     /// special tokens added, truncated to [`CrossEncoder::max_length`],
     /// unpadded.
     pub fn encode_pair(&self, query: &str, document: &str) -> Result<(Vec<u32>, Vec<u32>), CrossEncoderError> {
-        let encoding = self
-            .model
-            .tokenizer
-            .encode((query, document), true)
-            .map_err(|e| CrossEncoderError::Tokenize(e.to_string()))?;
+        let encoding = self.model.encoder.encode((query, document))?;
         Ok((encoding.get_ids().to_vec(), encoding.get_type_ids().to_vec()))
     }
 
     /// The raw logit of each `(query, document)` pair, in document order, on
     /// the calling thread.
     pub fn logits_blocking(&self, query: &str, documents: &[String]) -> Result<Vec<f32>, CrossEncoderError> {
-        if documents.is_empty() {
-            return Ok(Vec::new());
-        }
-        let inputs: Vec<EncodeInput> = documents.iter().map(|d| (query, d.as_str()).into()).collect();
-        let encodings =
-            self.model.tokenizer.encode_batch(inputs, true).map_err(|e| CrossEncoderError::Tokenize(e.to_string()))?;
-        let mut order: Vec<usize> = (0..encodings.len()).collect();
-        order.sort_by_key(|&i| encodings[i].len());
-        let mut out = vec![0f32; documents.len()];
-        for batch in order.chunks(self.model.batch_size) {
-            let sequences: Vec<(&[u32], &[u32])> =
-                batch.iter().map(|&i| (encodings[i].get_ids(), encodings[i].get_type_ids())).collect();
-            let logits = self.forward(&sequences)?;
-            for (&i, logit) in batch.iter().zip(logits) {
-                out[i] = logit;
-            }
-        }
-        Ok(out)
+        let inputs: Vec<(&str, &str)> = documents.iter().map(|d| (query, d.as_str())).collect();
+        Ok(self.model.encoder.run(inputs, self.model.batch_size, |hidden, _mask| self.head(hidden))?)
     }
 
     /// One score per document, in document order, on the calling thread:
@@ -301,29 +242,13 @@ impl CrossEncoder {
         Ok(self.logits_blocking(query, documents)?.into_iter().map(|l| activation.apply(l)).collect())
     }
 
-    /// One forward pass over `(ids, type_ids)` sequences, right-padded to the
-    /// longest: BERT, `[CLS]` → pooler (tanh) → classifier.
-    fn forward(&self, sequences: &[(&[u32], &[u32])]) -> Result<Vec<f32>, CrossEncoderError> {
-        let (batch, len) = (sequences.len(), sequences.iter().map(|(ids, _)| ids.len()).max().unwrap_or(0));
-        let mut ids = vec![self.model.pad_id; batch * len];
-        let mut type_ids = vec![0u32; batch * len];
-        let mut mask = vec![0u32; batch * len];
-        for (row, (seq_ids, seq_types)) in sequences.iter().enumerate() {
-            let at = row * len;
-            ids[at..at + seq_ids.len()].copy_from_slice(seq_ids);
-            type_ids[at..at + seq_types.len()].copy_from_slice(seq_types);
-            mask[at..at + seq_ids.len()].fill(1);
-        }
-        let device = Device::Cpu;
-        let ids = Tensor::from_vec(ids, (batch, len), &device)?;
-        let type_ids = Tensor::from_vec(type_ids, (batch, len), &device)?;
-        let mask = Tensor::from_vec(mask, (batch, len), &device)?;
-
-        let hidden = self.model.bert.forward(&ids, &type_ids, Some(&mask))?; // (batch, len, dim)
+    /// The logit of each row of BERT's last hidden states `(batch, len, dim)`:
+    /// `[CLS]` → pooler (tanh) → classifier.
+    fn head(&self, hidden: &Tensor) -> candle_core::Result<Vec<f32>> {
         let cls = hidden.narrow(1, 0, 1)?.squeeze(1)?; // (batch, dim)
         let pooled = self.model.pooler.forward(&cls)?.tanh()?;
         let logits = self.model.classifier.forward(&pooled)?; // (batch, 1)
-        Ok(logits.squeeze(1)?.to_vec1::<f32>()?)
+        logits.squeeze(1)?.to_vec1::<f32>()
     }
 }
 
@@ -349,10 +274,9 @@ impl Reranker for CrossEncoder {
 
 /// Reads `config.json`, refusing what this reranker cannot run before the
 /// weights are touched.
-fn read_config(path: &Path) -> Result<Config, CrossEncoderError> {
-    let invalid = |message: String| CrossEncoderError::Invalid { path: path.to_owned(), message };
-    let bytes = std::fs::read(path).map_err(|source| CrossEncoderError::Io { path: path.to_owned(), source })?;
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+fn read_config(path: &Path) -> Result<Config, BertError> {
+    let invalid = |message: String| BertError::Invalid { path: path.to_owned(), message };
+    let value: Value = read_json(path)?;
 
     let supported = format!(
         "the cross-encoder reranker runs {ARCHITECTURE} models with one label \

@@ -4,29 +4,17 @@
 //! with numpy, the MiniLM tokenizer, a real model) prints why it is skipped
 //! and returns.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
+use rr_bert::BertError;
+use rr_bert::test_util::{python_for, run_json};
 use rr_core::registry::FactoryContext;
 use rr_core::{CallContext, Registry, Reranker};
 use rr_cross_encoder::{Activation, CrossEncoder, CrossEncoderError, CrossEncoderOptions};
 use serde_json::json;
 
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/tiny_model.py");
-
-fn python() -> Option<PathBuf> {
-    let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.venv/bin/python");
-    let candidates = [venv, PathBuf::from("python3")];
-    candidates.into_iter().find(|p| {
-        Command::new(p)
-            .args(["-c", "import numpy"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
-}
 
 /// Writes the tiny model into `dir` (`flags`: see the script), or says why
 /// it cannot.
@@ -51,19 +39,7 @@ fn reference_logits(python: &Path, model: &CrossEncoder, pairs: &[(String, Strin
         "type_ids": encoded.iter().map(|e| &e.1).collect::<Vec<_>>(),
         "max_length": model.max_length(),
     });
-    let mut child = Command::new(python)
-        .arg(SCRIPT)
-        .arg("reference")
-        .arg(model.dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(request.to_string().as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    assert!(output.status.success(), "tiny_model.py reference failed: {}", String::from_utf8_lossy(&output.stderr));
-    let answer: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let answer = run_json(python, SCRIPT, [Path::new("reference"), model.dir()], &request);
     let logits = serde_json::from_value(answer["logits"].clone()).unwrap();
     (logits, answer["tokenizer"].as_str().unwrap_or("?").to_owned())
 }
@@ -88,10 +64,7 @@ fn pairs() -> Vec<(String, String)> {
 
 #[tokio::test]
 async fn matches_the_numpy_reference_with_and_without_the_bert_prefix() {
-    let Some(python) = python() else {
-        eprintln!("SKIPPED: no python with numpy (.venv/bin/python or python3) for tests/tiny_model.py");
-        return;
-    };
+    let Some(python) = python_for("tests/tiny_model.py") else { return };
     let tmp = tempfile::tempdir().unwrap();
     let (prefixed, bare) = (tmp.path().join("prefixed"), tmp.path().join("bare"));
     if let Err(reason) = tiny_model(&python, &prefixed, &[]) {
@@ -151,10 +124,7 @@ async fn matches_the_numpy_reference_with_and_without_the_bert_prefix() {
 
 #[tokio::test]
 async fn the_registry_builds_it_from_a_stores_section() {
-    let Some(python) = python() else {
-        eprintln!("SKIPPED: no python with numpy (.venv/bin/python or python3) for tests/tiny_model.py");
-        return;
-    };
+    let Some(python) = python_for("tests/tiny_model.py") else { return };
     let tmp = tempfile::tempdir().unwrap();
     if let Err(reason) = tiny_model(&python, tmp.path(), &[]) {
         eprintln!("SKIPPED: cannot make the tiny model ({reason}); scripts/setup-minilm installs the tokenizer");
@@ -192,7 +162,7 @@ fn missing_folder_and_files_are_named() {
     let tmp = tempfile::tempdir().unwrap();
     let nope = tmp.path().join("nope");
     let err = CrossEncoder::from_dir(&nope, &CrossEncoderOptions::default()).unwrap_err();
-    assert!(matches!(err, CrossEncoderError::NoFolder(_)), "{err}");
+    assert!(matches!(err, CrossEncoderError::Model(BertError::NoFolder { .. })), "{err}");
     assert_eq!(err.to_string(), format!("cross-encoder model folder {} does not exist", nope.display()));
 
     let dir = tmp.path();
@@ -286,10 +256,7 @@ async fn a_real_model_ranks_the_relevant_passage_first() {
 #[test]
 #[ignore = "a measurement, not a check"]
 fn throughput() {
-    let Some(python) = python() else {
-        eprintln!("SKIPPED: no python with numpy (.venv/bin/python or python3) for tests/tiny_model.py");
-        return;
-    };
+    let Some(python) = python_for("tests/tiny_model.py") else { return };
     let tmp = tempfile::tempdir().unwrap();
     if let Err(reason) = tiny_model(&python, tmp.path(), &["--full-size"]) {
         eprintln!("SKIPPED: cannot make the model ({reason}); scripts/setup-minilm installs the tokenizer");

@@ -17,10 +17,10 @@
 
     tiny_model.py reference MODEL_DIR < {"pairs": [[q, d], ...], "ids": [...],
                                          "type_ids": [...], "max_length": n}
-        prints {"logits": [...], "tokenizer": "..."}: a from-scratch numpy
-        forward pass (float64, one pair at a time, no padding) of BERT, the
-        pooler (tanh) and the classifier. The safetensors file is parsed by
-        hand; nothing here shares code with candle. When the `tokenizers`
+        prints {"logits": [...], "tokenizer": "..."}: the from-scratch numpy
+        BERT of backends/bert/tests/numpy_bert.py (float64, one pair at a
+        time, no padding, nothing shared with candle), then the pooler (tanh)
+        and the classifier. When the `tokenizers`
         package is importable the pairs are tokenised here too and must
         equal the ids and token types the Rust side sent; otherwise those
         are used as they are.
@@ -28,7 +28,6 @@
 
 import importlib.util
 import json
-import math
 import os
 import shutil
 import struct
@@ -36,9 +35,15 @@ import sys
 
 import numpy as np
 
+# The numpy BERT encoder is shared with the other candle model's reference; no __pycache__ is
+# left beside it in the source tree.
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "backends", "bert", "tests"))
+import numpy_bert  # noqa: E402
+
 HIDDEN, LAYERS, HEADS, INTERMEDIATE, POSITIONS = 32, 2, 2, 64, 64
 FULL_SIZE = 384, 6, 12, 1536, 512
-DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64}
 
 
 def minilm_tokenizer():
@@ -136,70 +141,10 @@ def write(out_dir, prefix):
         json.dump(config, f, indent=2)
 
 
-def load_safetensors(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8 : 8 + n])
-    base = 8 + n
-    tensors = {}
-    for name, info in header.items():
-        if name == "__metadata__" or info["dtype"] == "I64":
-            continue
-        start, end = info["data_offsets"]
-        array = np.frombuffer(data[base + start : base + end], dtype=DTYPES[info["dtype"]])
-        tensors[name.removeprefix("bert.")] = array.reshape(info["shape"]).astype(np.float64)
-    return tensors
-
-
-def layer_norm(x, weight, bias, eps):
-    mean = x.mean(-1, keepdims=True)
-    var = ((x - mean) ** 2).mean(-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * weight + bias
-
-
-ERF = np.vectorize(math.erf)
-
-
-def gelu(x):
-    # BERT's "gelu": the exact form with erf, not the tanh approximation.
-    return 0.5 * x * (1.0 + ERF(x / math.sqrt(2.0)))
-
-
 def logit(ids, type_ids, w, config):
-    heads = config["num_attention_heads"]
-    hidden = config["hidden_size"]
-    head_dim = hidden // heads
-    eps = config["layer_norm_eps"]
-    n = len(ids)
-    x = (
-        w["embeddings.word_embeddings.weight"][ids]
-        + w["embeddings.position_embeddings.weight"][:n]
-        + w["embeddings.token_type_embeddings.weight"][type_ids]
-    )
-    x = layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], eps)
-
-    def linear(x, name):
-        return x @ w[name + ".weight"].T + w[name + ".bias"]
-
-    for i in range(config["num_hidden_layers"]):
-        p = f"encoder.layer.{i}."
-        q, k, v = (
-            linear(x, p + "attention.self." + m).reshape(n, heads, head_dim).transpose(1, 0, 2)
-            for m in ("query", "key", "value")
-        )
-        scores = q @ k.transpose(0, 2, 1) / math.sqrt(head_dim)
-        scores = np.exp(scores - scores.max(-1, keepdims=True))
-        probs = scores / scores.sum(-1, keepdims=True)
-        context = (probs @ v).transpose(1, 0, 2).reshape(n, hidden)
-        attn = linear(context, p + "attention.output.dense") + x
-        x = layer_norm(attn, w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"], eps)
-        inner = gelu(linear(x, p + "intermediate.dense"))
-        out = linear(inner, p + "output.dense") + x
-        x = layer_norm(out, w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"], eps)
-
-    pooled = np.tanh(linear(x[0], "pooler.dense"))  # the [CLS] vector
-    return float(linear(pooled, "classifier")[0])
+    x = numpy_bert.encode(ids, type_ids, w, config)
+    pooled = np.tanh(numpy_bert.linear(w, x[0], "pooler.dense"))  # the [CLS] vector
+    return float(numpy_bert.linear(w, pooled, "classifier")[0])
 
 
 def tokenize(model_dir, pairs, max_length):
@@ -219,7 +164,7 @@ def reference(model_dir):
     request = json.load(sys.stdin)
     with open(os.path.join(model_dir, "config.json")) as f:
         config = json.load(f)
-    weights = load_safetensors(os.path.join(model_dir, "model.safetensors"))
+    weights = numpy_bert.load_safetensors(os.path.join(model_dir, "model.safetensors"))
 
     ids, type_ids, source = tokenize(model_dir, request["pairs"], request["max_length"])
     if ids is None:
