@@ -22,7 +22,9 @@ fn query_path(id: &str) -> String {
     format!("/api/v2/tenants/tenant/databases/database/collections/{id}/query")
 }
 
-fn store(server: &FakeServer, token: Option<&str>) -> ChromaStore {
+/// A store over the fake's `tenant/database/repository-content`, trying each call `attempts` times
+/// without back-off (the write tests in `writes` use it too).
+fn fake_store(server: &FakeServer, token: Option<&str>, attempts: u32) -> ChromaStore {
     ChromaStore::new(
         ChromaConfig {
             server_url: server.url().to_owned(),
@@ -31,8 +33,12 @@ fn store(server: &FakeServer, token: Option<&str>) -> ChromaStore {
             collection_name: "repository-content".into(),
             bearer_token: token.map(str::to_owned),
         },
-        instant_client(settings(1)),
+        instant_client(settings(attempts)),
     )
+}
+
+fn store(server: &FakeServer, token: Option<&str>) -> ChromaStore {
+    fake_store(server, token, 1)
 }
 
 fn one_result() -> serde_json::Value {

@@ -4,21 +4,17 @@
 //! a second sync writes nothing; a re-sync of one namespace leaves another
 //! namespace of the same collection as it was.
 //!
-//! Chroma is started once per test binary, as `server/tests/support` does:
-//! `CHROMA_URL` adopts a running server; else `CHROMA_BIN`, else
-//! `<workspace>/.venv/bin/chroma`, else `chroma` on `PATH` is run on a free
-//! port under a small shell watchdog that stops it (and removes its data
+//! Chroma is started once per test binary by `rr-testkit`, as for the
+//! server's tests: `CHROMA_URL` adopts a running server; else `CHROMA_BIN`,
+//! else `<workspace>/.venv/bin/chroma`, else `chroma` on `PATH` is run on a
+//! free port under a small shell watchdog that stops it (and removes its data
 //! folder) once this test process is gone. Without any of them the tests
 //! fail, saying how to install it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rr_chroma::{ChromaConfig, ChromaStore};
@@ -27,150 +23,18 @@ use rr_hash_embed::HashEmbedder;
 use rr_http::HttpClient;
 use rr_http::test_util::{instant_client, settings};
 use rr_indexer::{Identity, IndexOptions, SyncOptions, SyncSummary, build, sync_build};
+use rr_testkit::{Chroma, copy_dir, fixture_records, workspace_root};
 use serde_json::{Value, json};
 
 const TENANT: &str = "default_tenant";
 const DATABASE: &str = "default_database";
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
-// ---------------------------------------------------------------------------
-// Starting Chroma
-// ---------------------------------------------------------------------------
-
-/// Runs `"$@"` in the background and stops it once `$RR_WATCH_PID` is gone.
-const WATCHDOG: &str = r#"
-"$@" &
-child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT HUP
-while kill -0 "$RR_WATCH_PID" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 0.5; done
-kill -TERM "$child" 2>/dev/null
-i=0
-while kill -0 "$child" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-kill -KILL "$child" 2>/dev/null
-wait "$child" 2>/dev/null
-rc=$?
-if [ -n "$RR_CLEANUP_DIR" ]; then rm -rf "$RR_CLEANUP_DIR"; fi
-exit "$rc"
-"#;
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
-}
-
-fn chroma_bin() -> PathBuf {
-    if let Some(bin) = std::env::var_os("CHROMA_BIN").filter(|v| !v.is_empty()) {
-        let bin = PathBuf::from(bin);
-        assert!(bin.is_file(), "CHROMA_BIN={} does not exist", bin.display());
-        return bin;
-    }
-    let venv = workspace_root().join(".venv/bin/chroma");
-    if venv.is_file() {
-        return venv;
-    }
-    find_on_path("chroma").unwrap_or_else(|| {
-        panic!(
-            "these tests need a real Chroma 1.5.9 server and found none.\n\
-             Run `bash scripts/test` (it creates .venv and installs it), or install it yourself:\n\
-             \x20   python3 -m venv .venv && .venv/bin/pip install chromadb==1.5.9\n\
-             then set CHROMA_BIN=/path/to/chroma (or CHROMA_URL=http://host:port for a running server)."
-        )
-    })
-}
-
-/// A plain HTTP/1.1 GET on loopback; the status, if anything answered.
-fn status_of(port: u16, path: &str) -> Option<u16> {
-    let timeout = Duration::from_secs(2);
-    let mut stream = TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], port)), timeout).ok()?;
-    stream.set_read_timeout(Some(timeout)).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").ok()?;
-    let mut buf = Vec::new();
-    stream.read_to_end(&mut buf).ok()?;
-    String::from_utf8_lossy(&buf).split_whitespace().nth(1)?.parse().ok()
-}
-
-fn tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
-}
-
-/// The watchdog wrappers of started servers (a static is never dropped).
-static WRAPPERS: Mutex<Vec<Child>> = Mutex::new(Vec::new());
-
-fn start_chroma() -> String {
-    if let Some(url) = std::env::var("CHROMA_URL").ok().filter(|v| !v.is_empty()) {
-        return url.trim_end_matches('/').to_owned();
-    }
-    let bin = chroma_bin();
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let dir = std::env::temp_dir().join(format!("rr-chroma-writes-{}-{stamp}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("chroma-writes.log");
-    let mut failure = String::new();
-    for _ in 0..3 {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let out = std::fs::File::create(&log).unwrap();
-        let mut wrapper = Command::new("sh")
-            .arg("-c")
-            .arg(WATCHDOG)
-            .arg("sh")
-            .arg(&bin)
-            .args(["run", "--path"])
-            .arg(dir.join("data"))
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .env("RR_WATCH_PID", std::process::id().to_string())
-            .env("RR_CLEANUP_DIR", &dir)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().unwrap())
-            .stderr(out)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn sh for {}: {e}", bin.display()));
-        let started = Instant::now();
-        loop {
-            if status_of(port, "/api/v2/heartbeat") == Some(200) {
-                // Kept, never waited for: the watchdog owns the lifetime from here on.
-                WRAPPERS.lock().unwrap_or_else(PoisonError::into_inner).push(wrapper);
-                return format!("http://127.0.0.1:{port}");
-            }
-            if let Ok(Some(status)) = wrapper.try_wait() {
-                failure = format!("{} exited during start-up ({status})", bin.display());
-                break;
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(60),
-                "Chroma ({}) did not answer on port {port} within 60 s; log {}:\n{}",
-                bin.display(),
-                log.display(),
-                tail(&log)
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    panic!("{failure}; gave up after 3 attempts; log {}:\n{}", log.display(), tail(&log));
-}
-
-/// The Chroma of this test binary; a failed start-up is remembered, so every
-/// test fails at once with the same message.
+/// The Chroma of this test binary, started on first use by the test kit; a
+/// failed start-up is remembered, so every test fails at once with the same
+/// message.
 fn chroma_url() -> &'static str {
-    static URL: OnceLock<Result<String, String>> = OnceLock::new();
-    let url = URL.get_or_init(|| {
-        std::panic::catch_unwind(start_chroma).map_err(|panic| {
-            panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_default()
-        })
-    });
-    match url {
-        Ok(url) => url,
-        Err(message) => panic!("Chroma could not be started (first failure, remembered):\n{message}"),
-    }
+    Chroma::get(Path::new(env!("CARGO_TARGET_TMPDIR"))).url()
 }
 
 // ---------------------------------------------------------------------------
@@ -233,28 +97,9 @@ async fn read_back(name: &str, namespace_id: Option<&str>) -> BTreeMap<String, V
         .collect()
 }
 
+/// The reference indexer's records, by id.
 fn fixture() -> BTreeMap<String, Value> {
-    let text = std::fs::read_to_string(workspace_root().join("testdata/records.jsonl")).expect("records.jsonl");
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            (v["id"].as_str().unwrap().to_owned(), v)
-        })
-        .collect()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
+    fixture_records().iter().map(|v| (v["id"].as_str().unwrap().to_owned(), v.clone())).collect()
 }
 
 fn identity(branch: &str) -> Identity {

@@ -4,10 +4,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use rr_chroma::{ChromaConfig, ChromaStore, DEFAULT_MAX_BATCH_SIZE};
+use rr_chroma::DEFAULT_MAX_BATCH_SIZE;
 use rr_core::{Chunk, EmbeddedChunk, IndexStore, Metadata};
-use rr_http::test_util::{FakeServer, Recorded, Reply, instant_client, settings};
+use rr_http::test_util::{FakeServer, Recorded, Reply};
 use serde_json::{Value, json};
+
+use super::fake_store;
 
 const COLLECTIONS: &str = "/api/v2/tenants/tenant/databases/database/collections";
 const LOOKUP: &str = "/api/v2/tenants/tenant/databases/database/collections/repository-content";
@@ -15,19 +17,6 @@ const PRE_FLIGHT: &str = "/api/v2/pre-flight-checks";
 
 fn op(id: &str, operation: &str) -> String {
     format!("{COLLECTIONS}/{id}/{operation}")
-}
-
-fn writer(server: &FakeServer, token: Option<&str>, attempts: u32) -> ChromaStore {
-    ChromaStore::new(
-        ChromaConfig {
-            server_url: server.url().to_owned(),
-            tenant: "tenant".into(),
-            database: "database".into(),
-            collection_name: "repository-content".into(),
-            bearer_token: token.map(str::to_owned),
-        },
-        instant_client(settings(attempts)),
-    )
 }
 
 fn paths(server: &FakeServer) -> Vec<String> {
@@ -92,7 +81,7 @@ fn record(id: &str, path: &str, embedding: Vec<f32>) -> EmbeddedChunk {
 async fn namespace_ids_are_paged_with_an_eq_filter_and_no_include() {
     let ids: Vec<String> = (0..5).map(|i| format!("id-{i}")).collect();
     let server = chroma_with(ids.clone(), json!(3)).await;
-    let store = writer(&server, None, 1).with_page_size(2);
+    let store = fake_store(&server, None, 1).with_page_size(2);
     assert_eq!(store.max_batch_size(), DEFAULT_MAX_BATCH_SIZE, "before the pre-flight request");
     assert_eq!(store.namespace_ids("ns1").await.unwrap(), ids);
     assert_eq!(store.max_batch_size(), 3, "from the pre-flight checks");
@@ -139,7 +128,7 @@ async fn the_batch_limit_falls_back_to_100() {
             if r.path == PRE_FLIGHT { reply.clone() } else { Reply::json(json!({"id": "c1", "ids": []})) }
         })
         .await;
-        let store = writer(&server, None, 1);
+        let store = fake_store(&server, None, 1);
         assert!(store.namespace_ids("ns1").await.unwrap().is_empty());
         assert_eq!(store.max_batch_size(), 100);
     }
@@ -148,7 +137,7 @@ async fn the_batch_limit_falls_back_to_100() {
 #[tokio::test]
 async fn a_failing_pre_flight_request_fails_the_listing() {
     let server = FakeServer::start(|_| Reply::status(503, "overloaded")).await;
-    let store = writer(&server, None, 3);
+    let store = fake_store(&server, None, 3);
     let err = store.namespace_ids("ns1").await.unwrap_err();
     assert_eq!(err.to_string(), "Chroma maximum batch size lookup failed with HTTP 503: overloaded");
     assert_eq!(err.backend(), "chroma");
@@ -169,7 +158,7 @@ async fn a_missing_collection_is_an_empty_namespace_and_is_not_created() {
         }
     })
     .await;
-    let store = writer(&server, None, 1);
+    let store = fake_store(&server, None, 1);
     assert!(store.namespace_ids("ns1").await.unwrap().is_empty());
     store.delete(&["gone".to_owned()]).await.unwrap();
     store.delete(&[]).await.unwrap();
@@ -188,7 +177,7 @@ async fn the_first_upsert_creates_the_collection_as_the_reference_does() {
         }
     })
     .await;
-    let store = writer(&server, None, 1);
+    let store = fake_store(&server, None, 1);
     store.upsert(&[record("r1", "src/a.rs", vec![0.5, 1.0, -0.25])]).await.unwrap();
     store.upsert(&[record("r2", "src/b.rs", vec![0.0, 1.0, 0.0])]).await.unwrap();
     assert_eq!(
@@ -205,7 +194,7 @@ async fn the_first_upsert_creates_the_collection_as_the_reference_does() {
 #[tokio::test]
 async fn an_upsert_sends_ids_embeddings_documents_and_the_22_metadata_fields() {
     let server = chroma_with(Vec::new(), json!(100)).await;
-    let store = writer(&server, None, 1);
+    let store = fake_store(&server, None, 1);
     store.namespace_ids("ns1").await.unwrap();
     store
         .upsert(&[record("r1", "src/a.rs", vec![0.5, 1.0, -0.25]), record("r2", "b.rs", vec![0.1, 0.0, 3e-8])])
@@ -248,7 +237,7 @@ async fn an_upsert_sends_ids_embeddings_documents_and_the_22_metadata_fields() {
 #[tokio::test]
 async fn a_delete_sends_the_ids() {
     let server = chroma_with(Vec::new(), json!(100)).await;
-    let store = writer(&server, None, 1);
+    let store = fake_store(&server, None, 1);
     store.delete(&["a".to_owned(), "b".to_owned()]).await.unwrap();
     assert_eq!(paths(&server), [format!("GET {LOOKUP}"), format!("POST {}", op("c1", "delete"))]);
     assert_eq!(server.requests()[1].body_text(), r#"{"ids":["a","b"]}"#);
@@ -269,7 +258,7 @@ async fn a_failed_upsert_names_the_operation_after_retries_and_hides_the_token()
         Reply::status(500, format!("boom for {}", r.header("authorization").unwrap_or_default()))
     })
     .await;
-    let store = writer(&server, Some("chroma-secret"), 3);
+    let store = fake_store(&server, Some("chroma-secret"), 3);
     store.namespace_ids("ns1").await.unwrap();
     let err = store.upsert(&[record("r1", "a.rs", vec![1.0])]).await.unwrap_err();
     assert_eq!(err.to_string(), "Chroma upsert failed with HTTP 500: boom for Bearer <redacted>");
@@ -285,7 +274,7 @@ async fn a_failed_upsert_names_the_operation_after_retries_and_hides_the_token()
 #[tokio::test]
 async fn a_non_finite_embedding_is_refused_before_sending() {
     let server = chroma_with(Vec::new(), json!(100)).await;
-    let store = writer(&server, None, 1);
+    let store = fake_store(&server, None, 1);
     let err = store.upsert(&[record("r1", "a.rs", vec![1.0, f32::INFINITY])]).await.unwrap_err();
     assert_eq!(err.to_string(), "Chroma upsert: encode request: json: unsupported value: +Inf");
     assert_eq!(server.request_count(), 0);
@@ -307,7 +296,7 @@ async fn the_whole_collection_is_read_page_by_page_without_a_filter() {
         _ => Reply::status(404, r#"{"error":"NotFoundError"}"#),
     })
     .await;
-    let store = writer(&server, Some("tok"), 1).with_page_size(2);
+    let store = fake_store(&server, Some("tok"), 1).with_page_size(2);
     let records = store.all_records().await.unwrap().unwrap();
     let ids: Vec<&str> = records.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["id-0", "id-1", "id-2"]);
@@ -327,5 +316,5 @@ async fn the_whole_collection_is_read_page_by_page_without_a_filter() {
     assert_eq!(server.requests().last().unwrap().body_text(), r#"{"limit":2,"offset":2,"include":[]}"#);
 
     let missing = FakeServer::start(|_| Reply::status(404, r#"{"error":"NotFoundError"}"#)).await;
-    assert_eq!(writer(&missing, None, 1).all_records().await.unwrap(), None);
+    assert_eq!(fake_store(&missing, None, 1).all_records().await.unwrap(), None);
 }
