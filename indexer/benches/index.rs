@@ -13,22 +13,7 @@ use rr_embedded::EmbeddedStore;
 use rr_hash_embed::HashEmbedder;
 use rr_indexer::sync::{SyncOptions, sync_build};
 use rr_indexer::{Identity, IndexOptions, build};
-
-/// Deterministic pseudo-random numbers (xorshift), so every run indexes the same tree.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use rr_testkit::{Rng, vm_rss_mib};
 
 const WORDS: [&str; 16] = [
     "widget", "store", "config", "load", "parse", "handler", "request", "cache", "index", "token", "client", "server",
@@ -36,8 +21,8 @@ const WORDS: [&str; 16] = [
 ];
 
 fn ident(rng: &mut Rng) -> String {
-    let a = WORDS[rng.below(16) as usize];
-    let b = WORDS[rng.below(16) as usize];
+    let a = WORDS[rng.below(16)];
+    let b = WORDS[rng.below(16)];
     format!("{a}{}{}", b[..1].to_uppercase(), &b[1..])
 }
 
@@ -83,6 +68,7 @@ fn markdown_file(rng: &mut Rng) -> String {
 
 /// A tree of `n` source files in nested folders: Go, Python and Markdown.
 fn generate(root: &Path, n: usize) {
+    // Seeded, so every run indexes the same tree.
     let mut rng = Rng(0x1dea_5eed);
     for i in 0..n {
         let dir = root.join(format!("pkg{}/sub{}", i % 40, i % 7));
@@ -94,14 +80,6 @@ fn generate(root: &Path, n: usize) {
         };
         std::fs::write(dir.join(name), text).unwrap();
     }
-}
-
-fn vm_rss_mib() -> f64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(str::to_owned))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<f64>().ok()))
-        .map_or(0.0, |kb| kb / 1024.0)
 }
 
 fn row(corpus: &str, root: &Path, rt: &tokio::runtime::Runtime) {
@@ -141,7 +119,7 @@ fn row(corpus: &str, root: &Path, rt: &tokio::runtime::Runtime) {
         chunks as f64 / writing,
         chunking,
         writing,
-        vm_rss_mib()
+        vm_rss_mib().unwrap_or(0.0)
     );
 }
 

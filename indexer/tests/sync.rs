@@ -13,6 +13,7 @@ use rr_core::{BackendError, CallContext, Chunk, EmbeddedChunk, Embedder, IndexSt
 use rr_hash_embed::HashEmbedder;
 use rr_indexer::sync::{SyncPhase, SyncProgress};
 use rr_indexer::{Build, Identity, IndexOptions, SyncError, SyncOptions, SyncSummary, build, sync, sync_build};
+use rr_testkit::copy_dir;
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -174,19 +175,6 @@ impl Embedder for CountingEmbedder {
 
 fn corpus() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus")
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A writable copy of `testdata/corpus`.

@@ -54,7 +54,7 @@ fn generate(n: usize, rng: &mut Rng, zipf: &Zipf, words: &[String]) -> Vec<Embed
                         ..Default::default()
                     },
                 },
-                embedding: rng.unit_vector(),
+                embedding: rng.unit_vector(DIM),
             });
         }
         file += 1;
@@ -62,13 +62,9 @@ fn generate(n: usize, rng: &mut Rng, zipf: &Zipf, words: &[String]) -> Vec<Embed
     out
 }
 
+/// Resident memory in MiB; NaN where `/proc` has none.
 fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
+    rr_testkit::vm_rss_mib().unwrap_or(f64::NAN)
 }
 
 /// CPU time of the whole process so far (user + system), in milliseconds.
@@ -191,7 +187,7 @@ fn query_phase(dir: &Path, n: usize) {
     let open = t.elapsed();
     let rss_after_open = rss_mib();
     assert_eq!(store.len(), n);
-    let queries: Vec<Vec<f32>> = (0..QUERIES).map(|_| rng.unit_vector()).collect();
+    let queries: Vec<Vec<f32>> = (0..QUERIES).map(|_| rng.unit_vector(DIM)).collect();
     let q = |i: usize| &queries[i % QUERIES];
     let none = SearchFilter::default();
     let source = SearchFilter {

@@ -7,24 +7,7 @@
 
 pub const DIM: usize = 256;
 
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    pub fn unit_vector(&mut self) -> Vec<f32> {
-        let v: Vec<f32> = (0..DIM).map(|_| (self.next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5).collect();
-        let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.into_iter().map(|x| x / n).collect()
-    }
-}
+pub use rr_testkit::Rng;
 
 pub const ORGS: [&str; 3] = ["acme", "globex", "initech"];
 pub const DIRS: [&str; 8] =
@@ -90,7 +73,7 @@ impl Zipf {
         )
     }
     pub fn sample(&self, rng: &mut Rng) -> usize {
-        let x = (rng.next() >> 11) as f64 / (1u64 << 53) as f64 * self.0[self.0.len() - 1];
+        let x = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * self.0[self.0.len() - 1];
         self.0.partition_point(|&c| c < x).min(self.0.len() - 1)
     }
 }
