@@ -101,7 +101,7 @@ fn main() {
 
 async fn run(timed: bool) {
     let load_before = load_average();
-    let chroma_url = support::Chroma::get().url().to_string();
+    let chroma_url = support::chroma().url().to_string();
     let mut embed = EmbedServer::start().await;
     let collection_id = support::load_fixture(&chroma_url, COLLECTION).await;
     let fixture = support::Fixture {

@@ -7,8 +7,9 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use rr_testkit::copy_dir;
 use serde_json::{Value, json};
-use support::{EMBED_MODEL, EmbedServer, Server, fixture, server_bin, testdata_dir, tool_text};
+use support::{EMBED_MODEL, Server, fixture, server_bin, testdata_dir, tool_text};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -43,19 +44,6 @@ fn search(store: &Path, query: &str, extra: &[&str]) -> String {
     let out = run(&args);
     assert!(out.status.success(), "search failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 fn corpus() -> PathBuf {
@@ -166,7 +154,7 @@ async fn issue4_serve_answers_mcp_over_the_store() {
 #[tokio::test]
 async fn issue4_index_into_real_chroma_then_search_through_the_server() {
     let f = fixture();
-    let embed = EmbedServer::get().url().to_string();
+    let embed = support::embed_server().url().to_string();
     let collection = "indexed-by-cli";
     support::delete_collection(&f.chroma_url, collection).await;
     let store = tempfile::tempdir().unwrap();

@@ -13,8 +13,8 @@ mod support;
 
 use serde_json::{Value, json};
 use support::{
-    Chroma, EmbedServer, NO_MATCH, NO_MATCH_WITH_SOURCE, Recorder, Server, contract_select, found_line, is_error,
-    raw_candidates, shown_results, tool_text,
+    NO_MATCH, NO_MATCH_WITH_SOURCE, Recorder, Server, contract_select, found_line, is_error, raw_candidates,
+    shown_results, tool_text,
 };
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -684,15 +684,15 @@ async fn branch_collection(name: &str) -> String {
         }
         records.push(copy);
     }
-    support::load_records(Chroma::get().url(), name, &records).await
+    support::load_records(support::chroma().url(), name, &records).await
 }
 
 #[tokio::test]
 async fn issue2_branches_duplicates_and_links_without_commit() {
     const NAME: &str = "e2e-stdio-branches";
     let id = branch_collection(NAME).await;
-    let chroma = Chroma::get().url();
-    let embed = EmbedServer::get().url();
+    let chroma = support::chroma().url();
+    let embed = support::embed_server().url();
     let mut s = Server::with_backends(chroma, NAME, embed).stdio().await;
     s.initialize().await;
 
@@ -864,9 +864,9 @@ async fn issue2_eof_after_calls_exits_cleanly_with_only_frames_on_stdout() {
 #[tokio::test]
 async fn issue2_recreated_collection_is_found_again() {
     const NAME: &str = "e2e-stdio-recreate";
-    let chroma = Chroma::get().url();
+    let chroma = support::chroma().url();
     let first = support::load_fixture_subset(chroma, NAME, |r| r["metadata"]["path"] == "docs/café.md").await;
-    let mut s = Server::with_backends(chroma, NAME, EmbedServer::get().url()).stdio().await;
+    let mut s = Server::with_backends(chroma, NAME, support::embed_server().url()).stdio().await;
     s.initialize().await;
     let result = s.call_tool("search", json!({"query": "configuration", "limit": 20})).await;
     assert_eq!(

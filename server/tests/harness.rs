@@ -5,12 +5,11 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Chroma, EmbedServer};
 
 #[tokio::test]
 async fn fixture_loads_into_real_chroma_and_embed_server_finds_config_go() {
-    let chroma = Chroma::get();
-    let embed = EmbedServer::get();
+    let chroma = support::chroma();
+    let embed = support::embed_server();
     let id = support::load_fixture(chroma.url(), "harness-selftest").await;
     assert_eq!(support::collection_count(chroma.url(), &id).await, support::FIXTURE_RECORDS as u64);
 
@@ -66,7 +65,7 @@ async fn collection_matches_the_reference_indexer_configuration() {
 
 #[tokio::test]
 async fn subset_and_other_tenants_load_and_delete() {
-    let chroma = Chroma::get();
+    let chroma = support::chroma();
     let id = support::load_fixture_subset(chroma.url(), "harness-subset", |r| {
         r["metadata"]["path"].as_str().is_some_and(|p| p.starts_with("docs/"))
     })
@@ -92,7 +91,7 @@ async fn subset_and_other_tenants_load_and_delete() {
 
 #[tokio::test]
 async fn embed_server_reports_health() {
-    let health = EmbedServer::get().health().await;
+    let health = support::embed_health(support::embed_server().url()).await;
     assert_eq!(health["status"], json!("ok"));
     assert_eq!(health["dim"], json!(256));
 }

@@ -6,9 +6,8 @@
 
 mod support;
 
-use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use repo_retriever::nav::add_repository::{RepoUrl, parse_url, preflight_error};
 use repo_retriever::nav::reassemble::{missing_note, reassemble};
@@ -149,20 +148,7 @@ async fn issue5_add_repository_end_to_end_against_a_loopback_git_server() {
     assert_eq!(err(&nav, json!({"url": url})).await, format!("{name} is already added as repository 1."));
 
     // Poll until it completes; it passes through processing.
-    let started = Instant::now();
-    let repo = loop {
-        let list: Value =
-            serde_json::from_str(&nav.call("list_repositories", Some(&json!({}))).await.unwrap().unwrap()).unwrap();
-        let repo = list["repositories"][0].clone();
-        match repo["status"].as_str().unwrap() {
-            "completed" => break repo,
-            "failed" => panic!("indexing failed: {repo}"),
-            _ => {
-                assert!(started.elapsed() < Duration::from_secs(120), "{repo}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-    };
+    let repo = support::nav::wait_until_indexed(&nav, 1, |_| {}).await;
     assert_eq!(repo["total_files"], 4);
     assert_eq!(repo["branch"], Value::Null, "the default branch");
     assert_eq!(repo["commit_sha"].as_str().unwrap().len(), 40);
@@ -197,16 +183,12 @@ async fn issue5_add_repository_end_to_end_against_a_loopback_git_server() {
 }
 
 fn chunks() -> Vec<rr_core::Chunk> {
-    let text =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/records.jsonl")).unwrap();
-    text.lines()
-        .map(|l| {
-            let v: Value = serde_json::from_str(l).unwrap();
-            rr_core::Chunk {
-                id: v["id"].as_str().unwrap().into(),
-                document: v["document"].as_str().unwrap().into(),
-                metadata: rr_core::Metadata::from_map(v["metadata"].as_object().unwrap().clone()),
-            }
+    support::fixture_records()
+        .iter()
+        .map(|v| rr_core::Chunk {
+            id: v["id"].as_str().unwrap().into(),
+            document: v["document"].as_str().unwrap().into(),
+            metadata: rr_core::Metadata::from_map(v["metadata"].as_object().unwrap().clone()),
         })
         .collect()
 }
@@ -214,7 +196,7 @@ fn chunks() -> Vec<rr_core::Chunk> {
 #[test]
 fn issue5_files_reassembled_from_chroma_records() {
     let chunks = chunks();
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus");
+    let corpus = support::nav::corpus();
     let mut paths: Vec<String> = chunks.iter().map(|c| c.metadata.path.clone()).collect();
     paths.dedup();
     for path in &paths {

@@ -3,58 +3,21 @@
 //! resources, add_repository against a loopback git server (with the test
 //! setting on) and its refusals (with it off), and the rate limit.
 
-use std::path::{Path, PathBuf};
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use repo_retriever::nav::{NavConfig, NavService};
 use repo_retriever::protocol::{Id, McpService, Session};
 use serde_json::{Value, json};
-
-const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus")
-}
-
-async fn index(root: &Path, store: &Path, org: &str, repo: &str, branch: &str) {
-    let request = repo_retriever::local::IndexRequest {
-        root: root.to_path_buf(),
-        store: store.to_path_buf(),
-        chroma: None,
-        identity: rr_indexer::Identity {
-            organization: org.into(),
-            repository: repo.into(),
-            branch: branch.into(),
-            commit_sha: COMMIT.into(),
-        },
-        options: rr_indexer::IndexOptions::default(),
-        batch_size: 100,
-        dry_run: false,
-        output_manifest: None,
-        progress: None,
-    };
-    repo_retriever::local::index(request).await.expect("index");
-}
+use support::nav::{ALL_TOOLS, COMMIT, corpus, err, index, off, ok};
 
 async fn fixture(config: NavConfig) -> (tempfile::TempDir, Arc<NavService>) {
     let dir = tempfile::tempdir().unwrap();
     index(&corpus(), dir.path(), "acme", "widgets", "main").await;
     let nav = NavService::open_dir(dir.path(), config).unwrap();
     (dir, nav)
-}
-
-fn off() -> NavConfig {
-    NavConfig { allow_loopback_git: false, ..NavConfig::default() }
-}
-
-async fn ok(nav: &Arc<NavService>, tool: &str, args: Value) -> Value {
-    let text = nav.call(tool, Some(&args)).await.expect("known tool").unwrap_or_else(|e| panic!("{tool}: {e}"));
-    serde_json::from_str(&text).unwrap()
-}
-
-async fn err(nav: &Arc<NavService>, tool: &str, args: Value) -> String {
-    nav.call(tool, Some(&args)).await.expect("known tool").expect_err("a tool error")
 }
 
 #[tokio::test]
@@ -430,19 +393,7 @@ async fn issue5_resources() {
     let tools = call("tools/list", json!({})).await;
     let tools = tools["result"]["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(
-        names,
-        [
-            "search",
-            "list_repositories",
-            "search_code",
-            "get_file",
-            "list_definitions",
-            "analyze_repository",
-            "find_patterns",
-            "add_repository"
-        ]
-    );
+    assert_eq!(names, ALL_TOOLS);
     assert!(tools.iter().all(|t| t["inputSchema"]["additionalProperties"] == json!(false)));
     // A tool call goes through the protocol as a JSON text result.
     let r = call("tools/call", json!({"name": "list_repositories", "arguments": {"x": 1}})).await;

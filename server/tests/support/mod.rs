@@ -4,10 +4,9 @@
 //! OpenAI-compatible embed server from `testdata/embed_server.py`, both started once per test
 //! binary, and the records that the reference indexer wrote for `testdata/corpus/`.
 //!
-//! Why the services are spawned through `sh -c` with a watchdog loop: they live in `static`s, which
-//! are never dropped, so nothing in this process would ever kill them. The small shell wrapper polls
-//! the pid of the test process and stops the service (TERM, then KILL) once that process is gone,
-//! however it ended, and removes the service's temporary data folder. No `unsafe`, no signal hooks.
+//! The services are started by `rr-testkit` (shared with the other crates' tests), behind a shell
+//! watchdog that stops them once the test process is gone; their logs go to
+//! `CARGO_TARGET_TMPDIR/test-services`.
 //!
 //! Environment:
 //! - `CHROMA_URL`: use an already running Chroma instead of starting one.
@@ -21,9 +20,9 @@
 
 #![allow(dead_code)]
 
+pub mod nav;
+
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -40,334 +39,44 @@ pub const DATABASE: &str = "default_database";
 pub const FIXTURE_COLLECTION: &str = "acme-widgets";
 /// The model name passed to the embed server (it accepts any).
 pub const EMBED_MODEL: &str = "hash-256";
-/// The number of records in `testdata/records.jsonl`.
-pub const FIXTURE_RECORDS: usize = 89;
-/// How long a service may take to come up.
-const SERVICE_START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default wait for one MCP response.
 const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 // ---------------------------------------------------------------------------------------------
-// Paths and ports
+// Background services (Chroma, embed server): the workspace's test kit starts them
 // ---------------------------------------------------------------------------------------------
 
-/// The workspace root (the folder holding the top-level `Cargo.toml`).
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("server/ has a parent folder").to_path_buf()
-}
+pub use rr_testkit::{fixture_records, free_port, testdata_dir};
 
-/// `<workspace>/testdata`.
-pub fn testdata_dir() -> PathBuf {
-    workspace_root().join("testdata")
-}
-
-/// A TCP port on 127.0.0.1 that was free a moment ago.
-pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local_addr").port()
-}
+/// The number of records in `testdata/records.jsonl`.
+pub const FIXTURE_RECORDS: usize = rr_testkit::FIXTURE_RECORDS;
 
 /// Where service logs go: Cargo's per-package temporary folder for integration tests.
 fn log_dir() -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-services");
-    std::fs::create_dir_all(&dir).expect("create the test-services log folder");
-    dir
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-services")
 }
 
-/// A short name of this test binary, to name its log files.
-fn binary_stem() -> String {
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| format!("pid{}", std::process::id()))
+/// The real Chroma shared by all tests of one test binary: started on first use (or adopted from
+/// `CHROMA_URL`); later calls return the same.
+pub fn chroma() -> &'static rr_testkit::Chroma {
+    rr_testkit::Chroma::get(&log_dir())
 }
 
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+/// The deterministic OpenAI-compatible embeddings and rerank server (`testdata/embed_server.py`)
+/// shared by one test binary: started on first use (or adopted from `EMBED_URL`).
+pub fn embed_server() -> &'static rr_testkit::EmbedServer {
+    rr_testkit::EmbedServer::get(&log_dir())
 }
 
-// ---------------------------------------------------------------------------------------------
-// Background services (Chroma, embed server) with a watchdog
-// ---------------------------------------------------------------------------------------------
-
-/// Runs `"$@"` in the background and stops it once `$RR_WATCH_PID` (the test process) is gone;
-/// exits itself when the service dies, so `try_wait` on the wrapper reports an early death.
-const WATCHDOG: &str = r#"
-"$@" &
-child=$!
-trap 'kill -TERM "$child" 2>/dev/null' TERM INT HUP
-while kill -0 "$RR_WATCH_PID" 2>/dev/null && kill -0 "$child" 2>/dev/null; do sleep 0.5; done
-kill -TERM "$child" 2>/dev/null
-i=0
-while kill -0 "$child" 2>/dev/null && [ "$i" -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-kill -KILL "$child" 2>/dev/null
-wait "$child" 2>/dev/null
-rc=$?
-if [ -n "$RR_CLEANUP_DIR" ]; then rm -rf "$RR_CLEANUP_DIR"; fi
-exit "$rc"
-"#;
-
-/// A service process wrapped by [`WATCHDOG`]; never dropped when it lives in a static.
-struct Service {
-    wrapper: Child,
-    log: PathBuf,
-}
-
-fn spawn_watched(program: &Path, args: &[String], log: &Path, cleanup_dir: Option<&Path>) -> Service {
-    let log_file = std::fs::File::create(log).unwrap_or_else(|e| panic!("create {}: {e}", log.display()));
-    let log_err = log_file.try_clone().expect("clone log file handle");
-    let mut cmd = Command::new("sh");
-    cmd.arg("-c").arg(WATCHDOG).arg("sh").arg(program).args(args);
-    cmd.env("RR_WATCH_PID", std::process::id().to_string());
-    cmd.env("RR_CLEANUP_DIR", cleanup_dir.map(|d| d.as_os_str().to_owned()).unwrap_or_default());
-    cmd.stdin(Stdio::null()).stdout(Stdio::from(log_file)).stderr(Stdio::from(log_err));
-    let wrapper = cmd.spawn().unwrap_or_else(|e| panic!("spawn sh for {}: {e}", program.display()));
-    Service { wrapper, log: log.to_path_buf() }
-}
-
-/// A plain HTTP/1.1 GET on loopback without an async runtime; returns (status, body).
-fn raw_get(port: u16, path: &str, timeout: Duration) -> Option<(u16, String)> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut stream = TcpStream::connect_timeout(&addr, timeout).ok()?;
-    stream.set_read_timeout(Some(timeout)).ok()?;
-    stream.set_write_timeout(Some(timeout)).ok()?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n").ok()?;
-    let mut buf = Vec::new();
-    stream.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status = text.split_whitespace().nth(1)?.parse().ok()?;
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
-    Some((status, body))
-}
-
-/// Starts a watched service on a free port and waits until `GET health_path` answers 200.
-/// Retries on a fresh port when the service dies during start-up (e.g. the port was taken).
-fn start_service(
-    what: &str,
-    program: &Path,
-    args_for_port: impl Fn(u16) -> Vec<String>,
-    health_path: &str,
-    cleanup_dir: Option<&Path>,
-) -> (Service, u16) {
-    let log = log_dir().join(format!("{what}-{}.log", binary_stem()));
-    let mut last_failure = String::new();
-    let mut last_port = 0;
-    for _attempt in 0..3 {
-        let port = free_port();
-        last_port = port;
-        let mut service = spawn_watched(program, &args_for_port(port), &log, cleanup_dir);
-        let started = Instant::now();
-        loop {
-            if let Some((200, _)) = raw_get(port, health_path, Duration::from_secs(2)) {
-                return (service, port);
-            }
-            if let Ok(Some(status)) = service.wrapper.try_wait() {
-                last_failure = format!("{what} exited during start-up ({status})");
-                break;
-            }
-            if started.elapsed() > SERVICE_START_TIMEOUT {
-                let _ = service.wrapper.kill();
-                panic!(
-                    "{what} did not answer GET {health_path} on 127.0.0.1:{port} within {:?}\n\
-                     command: {} {}\nlog {}:\n{}",
-                    SERVICE_START_TIMEOUT,
-                    program.display(),
-                    args_for_port(port).join(" "),
-                    log.display(),
-                    tail(&log, 40)
-                );
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-    panic!(
-        "{last_failure}; gave up after 3 attempts\ncommand: {} {}\nlog {}:\n{}",
-        program.display(),
-        args_for_port(last_port).join(" "),
-        log.display(),
-        tail(&log, 40)
-    );
-}
-
-fn find_on_path(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|dir| dir.join(name)).find(|p| p.is_file())
-}
-
-/// The `chroma` executable: `CHROMA_BIN`, else `<workspace>/.venv/bin/chroma`, else `chroma` on PATH.
-pub fn chroma_bin() -> PathBuf {
-    if let Some(bin) = std::env::var_os("CHROMA_BIN").filter(|v| !v.is_empty()) {
-        let bin = PathBuf::from(bin);
-        assert!(bin.is_file(), "CHROMA_BIN={} does not exist", bin.display());
-        return bin;
-    }
-    let venv = workspace_root().join(".venv/bin/chroma");
-    if venv.is_file() {
-        return venv;
-    }
-    if let Some(bin) = find_on_path("chroma") {
-        return bin;
-    }
-    panic!(
-        "the integration tests need a real Chroma 1.5.9 server and found none.\n\
-         Run `bash scripts/test` (it creates .venv and installs it), or install it yourself:\n\
-         \x20   python3 -m venv .venv && .venv/bin/pip install chromadb==1.5.9\n\
-         then set CHROMA_BIN=/path/to/chroma (or CHROMA_URL=http://host:port for a running server)."
-    );
-}
-
-/// A real Chroma server shared by all tests of one test binary.
-#[derive(Debug)]
-pub struct Chroma {
-    url: String,
-    log: Option<PathBuf>,
-}
-
-impl Chroma {
-    /// Starts Chroma on first use (or adopts `CHROMA_URL`) and returns it; later calls return the same.
-    pub fn get() -> &'static Chroma {
-        static CHROMA: OnceLock<Result<Chroma, String>> = OnceLock::new();
-        init_once(&CHROMA, "Chroma", || {
-            if let Some(url) = std::env::var("CHROMA_URL").ok().filter(|v| !v.is_empty()) {
-                return Chroma { url: url.trim_end_matches('/').to_string(), log: None };
-            }
-            let bin = chroma_bin();
-            let dir = std::env::temp_dir().join(format!("rr-chroma-{}-{}", std::process::id(), unique()));
-            std::fs::create_dir_all(&dir).expect("create the Chroma data folder");
-            let data = dir.join("data");
-            let (service, port) = start_service(
-                "chroma",
-                &bin,
-                |port| {
-                    vec![
-                        "run".into(),
-                        "--path".into(),
-                        data.display().to_string(),
-                        "--host".into(),
-                        "127.0.0.1".into(),
-                        "--port".into(),
-                        port.to_string(),
-                    ]
-                },
-                "/api/v2/heartbeat",
-                Some(&dir),
-            );
-            // Dropping the handle neither kills nor waits: the watchdog owns the lifetime from here on.
-            Chroma { url: format!("http://127.0.0.1:{port}"), log: Some(service.log) }
-        })
-    }
-
-    /// `http://127.0.0.1:<port>`, no trailing slash.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The log file of the Chroma this binary started (None when adopted through `CHROMA_URL`).
-    pub fn log(&self) -> Option<&Path> {
-        self.log.as_deref()
-    }
-}
-
-/// The deterministic OpenAI-compatible embeddings and rerank server, shared by one test binary.
-#[derive(Debug)]
-pub struct EmbedServer {
-    url: String,
-    log: Option<PathBuf>,
-}
-
-impl EmbedServer {
-    /// Starts `python3 testdata/embed_server.py` on first use (or adopts `EMBED_URL`).
-    pub fn get() -> &'static EmbedServer {
-        static EMBED: OnceLock<Result<EmbedServer, String>> = OnceLock::new();
-        init_once(&EMBED, "the embed server", || {
-            if let Some(url) = std::env::var("EMBED_URL").ok().filter(|v| !v.is_empty()) {
-                return EmbedServer { url: url.trim_end_matches('/').to_string(), log: None };
-            }
-            let python = std::env::var_os("PYTHON").filter(|v| !v.is_empty()).map(PathBuf::from);
-            let python = python.or_else(|| find_on_path("python3")).expect("python3 is needed for the embed server");
-            let script = testdata_dir().join("embed_server.py");
-            assert!(script.is_file(), "missing {}", script.display());
-            let (service, port) = start_service(
-                "embed",
-                &python,
-                |port| {
-                    vec![
-                        script.display().to_string(),
-                        "--host".into(),
-                        "127.0.0.1".into(),
-                        "--port".into(),
-                        port.to_string(),
-                    ]
-                },
-                "/health",
-                None,
-            );
-            EmbedServer { url: format!("http://127.0.0.1:{port}"), log: Some(service.log) }
-        })
-    }
-
-    /// `http://127.0.0.1:<port>`, no trailing slash (what `--embedding-api-url` / `--rerank-api-url` take).
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    pub fn log(&self) -> Option<&Path> {
-        self.log.as_deref()
-    }
-
-    /// `GET /health`: `{status, dim, embeddings_requests, embeddings_inputs, rerank_requests}`.
-    pub async fn health(&self) -> Value {
-        let resp = reqwest::get(format!("{}/health", self.url)).await.expect("GET /health");
-        resp.json().await.expect("health JSON")
-    }
-}
-
-fn unique() -> u128 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default()
-}
-
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "(non-string panic)".to_string())
-}
-
-/// Initialises a shared value once; when that fails, every later caller fails at once with the
-/// same message instead of trying again (a Chroma that cannot start would otherwise cost every
-/// test its own start-up timeout).
-fn init_once<T>(cell: &'static OnceLock<Result<T, String>>, what: &str, init: impl FnOnce() -> T) -> &'static T {
-    let result = cell.get_or_init(|| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(init)).map_err(|p| panic_message(p.as_ref()))
-    });
-    match result {
-        Ok(value) => value,
-        Err(message) => panic!("{what} could not be set up (first failure, remembered):\n{message}"),
-    }
+/// `GET /health` of the embed server: `{status, dim, embeddings_requests, embeddings_inputs, rerank_requests}`.
+pub async fn embed_health(embed_url: &str) -> Value {
+    let resp = reqwest::get(format!("{embed_url}/health")).await.expect("GET /health");
+    resp.json().await.expect("health JSON")
 }
 
 // ---------------------------------------------------------------------------------------------
 // The fixture records and Chroma's v2 REST API
 // ---------------------------------------------------------------------------------------------
-
-/// The records of `testdata/records.jsonl`, each `{id, document, metadata, embedding}`, in file order.
-pub fn fixture_records() -> &'static [Value] {
-    static RECORDS: OnceLock<Vec<Value>> = OnceLock::new();
-    RECORDS.get_or_init(|| {
-        let path = testdata_dir().join("records.jsonl");
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
-        let records: Vec<Value> = text
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-            .map(|l| serde_json::from_str(l).expect("records.jsonl line is JSON"))
-            .collect();
-        assert_eq!(records.len(), FIXTURE_RECORDS, "records.jsonl record count");
-        records
-    })
-}
 
 /// `<chroma>/api/v2/tenants/<tenant>/databases/<database>/collections`.
 pub fn collections_url(chroma_url: &str, tenant: &str, database: &str) -> String {
@@ -515,9 +224,9 @@ pub struct Fixture {
 /// The shared [`Fixture`]; callable from sync and async tests alike.
 pub fn fixture() -> &'static Fixture {
     static FIXTURE: OnceLock<Result<Fixture, String>> = OnceLock::new();
-    init_once(&FIXTURE, "the fixture", || {
-        let chroma_url = Chroma::get().url().to_string();
-        let embed_url = EmbedServer::get().url().to_string();
+    rr_testkit::init_once(&FIXTURE, "the fixture", || {
+        let chroma_url = chroma().url().to_string();
+        let embed_url = embed_server().url().to_string();
         // Load on a thread of its own with its own runtime: this may be called inside any runtime.
         let url = chroma_url.clone();
         let collection_id = std::thread::spawn(move || {
@@ -525,7 +234,7 @@ pub fn fixture() -> &'static Fixture {
             rt.block_on(load_fixture(&url, FIXTURE_COLLECTION))
         })
         .join()
-        .unwrap_or_else(|p| panic!("loading the fixture collection failed: {}", panic_message(p.as_ref())));
+        .unwrap_or_else(|p| panic!("loading the fixture collection failed: {}", rr_testkit::panic_message(p.as_ref())));
         Fixture { chroma_url, embed_url, collection: FIXTURE_COLLECTION.to_string(), collection_id }
     })
 }
@@ -1569,7 +1278,7 @@ pub fn git(dir: &Path, args: &[&str]) {
 pub fn serve_git(base: &Path) -> (Daemon, u16) {
     let work = base.join("work");
     std::fs::create_dir_all(&work).unwrap();
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus");
+    let corpus = nav::corpus();
     for sub in ["src", "py/widgets", "internal/store"] {
         std::fs::create_dir_all(work.join(sub)).unwrap();
     }
