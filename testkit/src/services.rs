@@ -87,7 +87,7 @@ fn status_of(port: u16, path: &str, timeout: Duration) -> Option<u16> {
 
 /// A service started behind [`WATCHDOG`].
 #[derive(Debug)]
-struct Service {
+struct Started {
     /// Kept, never waited for nor killed: the watchdog owns the service's lifetime.
     _wrapper: Child,
     port: u16,
@@ -104,7 +104,7 @@ fn start_service(
     health_path: &str,
     cleanup_dir: Option<&Path>,
     log_dir: &Path,
-) -> Service {
+) -> Started {
     let args_for_port = |port: u16| {
         let mut all = args.to_vec();
         all.extend(["--host".into(), "127.0.0.1".into(), "--port".into(), port.to_string()]);
@@ -121,7 +121,7 @@ fn start_service(
         let started = Instant::now();
         loop {
             if status_of(port, health_path, Duration::from_secs(2)) == Some(200) {
-                return Service { _wrapper: wrapper, port, log };
+                return Started { _wrapper: wrapper, port, log };
             }
             if let Ok(Some(status)) = wrapper.try_wait() {
                 last_failure = format!("{what} exited during start-up ({status})");
@@ -179,84 +179,68 @@ pub fn chroma_bin() -> PathBuf {
     );
 }
 
-/// A real Chroma server shared by all tests of one test binary.
+/// A service shared by all tests of one test binary: started by it, or adopted from the URL in an
+/// environment variable.
 #[derive(Debug)]
-pub struct Chroma {
+pub struct Service {
     url: String,
-    /// None when adopted through `CHROMA_URL`.
-    service: Option<Service>,
+    /// None when adopted.
+    started: Option<Started>,
 }
 
-impl Chroma {
-    /// Starts Chroma on first use (or adopts `CHROMA_URL`) and returns it; later calls return the
-    /// same. Its log goes into `log_dir` (a test's `CARGO_TARGET_TMPDIR`, say).
-    pub fn get(log_dir: &Path) -> &'static Chroma {
-        static CHROMA: OnceLock<Result<Chroma, String>> = OnceLock::new();
-        init_once(&CHROMA, "Chroma", || {
-            if let Some(url) = std::env::var("CHROMA_URL").ok().filter(|v| !v.is_empty()) {
-                return Chroma { url: url.trim_end_matches('/').to_string(), service: None };
-            }
-            let bin = chroma_bin();
-            let dir = std::env::temp_dir().join(format!("rr-chroma-{}-{}", std::process::id(), unique()));
-            std::fs::create_dir_all(&dir).expect("create the Chroma data folder");
-            let data = dir.join("data");
-            let service = start_service(
-                "chroma",
-                &bin,
-                &["run".into(), "--path".into(), data.display().to_string()],
-                "/api/v2/heartbeat",
-                Some(&dir),
-                log_dir,
-            );
-            Chroma { url: format!("http://127.0.0.1:{}", service.port), service: Some(service) }
-        })
+impl Service {
+    /// The service at `$var` (no trailing slash) when that is set and not empty.
+    fn adopted(var: &str) -> Option<Service> {
+        let url = std::env::var(var).ok().filter(|v| !v.is_empty())?;
+        Some(Service { url: url.trim_end_matches('/').to_string(), started: None })
     }
 
-    /// `http://127.0.0.1:<port>`, no trailing slash.
+    fn started(started: Started) -> Service {
+        Service { url: format!("http://127.0.0.1:{}", started.port), started: Some(started) }
+    }
+
+    /// `http://127.0.0.1:<port>` (or the adopted URL), no trailing slash.
     pub fn url(&self) -> &str {
         &self.url
     }
 
-    /// The log file of the Chroma this binary started (None when adopted through `CHROMA_URL`).
+    /// The log file of a service this binary started (None when adopted).
     pub fn log(&self) -> Option<&Path> {
-        self.service.as_ref().map(|s| s.log.as_path())
+        self.started.as_ref().map(|s| s.log.as_path())
     }
 }
 
-/// The deterministic OpenAI-compatible embeddings and rerank server, shared by one test binary.
-#[derive(Debug)]
-pub struct EmbedServer {
-    url: String,
-    /// None when adopted through `EMBED_URL`.
-    service: Option<Service>,
+/// The real Chroma of this test binary: started on first use (or adopted from `CHROMA_URL`), the
+/// same one on later calls. Its log goes into `log_dir` (a test's `CARGO_TARGET_TMPDIR`, say).
+pub fn chroma(log_dir: &Path) -> &'static Service {
+    static CHROMA: OnceLock<Result<Service, String>> = OnceLock::new();
+    init_once(&CHROMA, "Chroma", || {
+        if let Some(adopted) = Service::adopted("CHROMA_URL") {
+            return adopted;
+        }
+        let bin = chroma_bin();
+        let dir = std::env::temp_dir().join(format!("rr-chroma-{}-{}", std::process::id(), unique()));
+        std::fs::create_dir_all(&dir).expect("create the Chroma data folder");
+        let args = ["run".into(), "--path".into(), dir.join("data").display().to_string()];
+        Service::started(start_service("chroma", &bin, &args, "/api/v2/heartbeat", Some(&dir), log_dir))
+    })
 }
 
-impl EmbedServer {
-    /// Starts `python3 testdata/embed_server.py` on first use (or adopts `EMBED_URL`); its log goes
-    /// into `log_dir`.
-    pub fn get(log_dir: &Path) -> &'static EmbedServer {
-        static EMBED: OnceLock<Result<EmbedServer, String>> = OnceLock::new();
-        init_once(&EMBED, "the embed server", || {
-            if let Some(url) = std::env::var("EMBED_URL").ok().filter(|v| !v.is_empty()) {
-                return EmbedServer { url: url.trim_end_matches('/').to_string(), service: None };
-            }
-            let python = std::env::var_os("PYTHON").filter(|v| !v.is_empty()).map(PathBuf::from);
-            let python = python.or_else(|| find_on_path("python3")).expect("python3 is needed for the embed server");
-            let script = testdata_dir().join("embed_server.py");
-            assert!(script.is_file(), "missing {}", script.display());
-            let service = start_service("embed", &python, &[script.display().to_string()], "/health", None, log_dir);
-            EmbedServer { url: format!("http://127.0.0.1:{}", service.port), service: Some(service) }
-        })
-    }
-
-    /// `http://127.0.0.1:<port>`, no trailing slash (what `--embedding-api-url` / `--rerank-api-url` take).
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    pub fn log(&self) -> Option<&Path> {
-        self.service.as_ref().map(|s| s.log.as_path())
-    }
+/// The deterministic OpenAI-compatible embeddings and rerank server of this test binary
+/// (`testdata/embed_server.py`): started on first use (or adopted from `EMBED_URL`), the same one on
+/// later calls. Its log goes into `log_dir`.
+pub fn embed_server(log_dir: &Path) -> &'static Service {
+    static EMBED: OnceLock<Result<Service, String>> = OnceLock::new();
+    init_once(&EMBED, "the embed server", || {
+        if let Some(adopted) = Service::adopted("EMBED_URL") {
+            return adopted;
+        }
+        let python = std::env::var_os("PYTHON").filter(|v| !v.is_empty()).map(PathBuf::from);
+        let python = python.or_else(|| find_on_path("python3")).expect("python3 is needed for the embed server");
+        let script = testdata_dir().join("embed_server.py");
+        assert!(script.is_file(), "missing {}", script.display());
+        Service::started(start_service("embed", &python, &[script.display().to_string()], "/health", None, log_dir))
+    })
 }
 
 fn unique() -> u128 {

@@ -58,14 +58,14 @@ fn log_dir() -> PathBuf {
 
 /// The real Chroma shared by all tests of one test binary: started on first use (or adopted from
 /// `CHROMA_URL`); later calls return the same.
-pub fn chroma() -> &'static rr_testkit::Chroma {
-    rr_testkit::Chroma::get(&log_dir())
+pub fn chroma() -> &'static rr_testkit::Service {
+    rr_testkit::chroma(&log_dir())
 }
 
 /// The deterministic OpenAI-compatible embeddings and rerank server (`testdata/embed_server.py`)
 /// shared by one test binary: started on first use (or adopted from `EMBED_URL`).
-pub fn embed_server() -> &'static rr_testkit::EmbedServer {
-    rr_testkit::EmbedServer::get(&log_dir())
+pub fn embed_server() -> &'static rr_testkit::Service {
+    rr_testkit::embed_server(&log_dir())
 }
 
 /// `GET /health` of the embed server: `{status, dim, embeddings_requests, embeddings_inputs, rerank_requests}`.

@@ -23,7 +23,7 @@ use rr_hash_embed::HashEmbedder;
 use rr_http::HttpClient;
 use rr_http::test_util::{instant_client, settings};
 use rr_indexer::{Identity, IndexOptions, SyncOptions, SyncSummary, build, sync_build};
-use rr_testkit::{Chroma, copy_dir, fixture_records, workspace_root};
+use rr_testkit::{copy_dir, fixture_records, workspace_root};
 use serde_json::{Value, json};
 
 const TENANT: &str = "default_tenant";
@@ -34,7 +34,7 @@ const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 /// failed start-up is remembered, so every test fails at once with the same
 /// message.
 fn chroma_url() -> &'static str {
-    Chroma::get(Path::new(env!("CARGO_TARGET_TMPDIR"))).url()
+    rr_testkit::chroma(Path::new(env!("CARGO_TARGET_TMPDIR"))).url()
 }
 
 // ---------------------------------------------------------------------------
