@@ -186,7 +186,8 @@ async fn issue5_chroma_add_repository_indexes_into_the_collection() {
     let again = chroma_nav(name).await;
     // It numbers the namespaces afresh, in namespace-id order, which depends on the git port.
     let list = ok(&again, "list_repositories", json!({})).await;
-    let names: Vec<&str> = list["repositories"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        list["repositories"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
     assert_eq!(names.len(), 2, "{list}");
     assert!(names.contains(&"acme/widgets") && names.contains(&repo_name.as_str()), "{list}");
     assert!(list["repositories"].as_array().unwrap().iter().all(|r| r["status"] == "completed"), "{list}");
