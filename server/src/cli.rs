@@ -142,6 +142,26 @@ pub struct SearchCmd {
     /// Maximum excerpts, 1 to 20 [default: 5].
     #[arg(long, default_value_t = 0)]
     pub limit: i64,
+    #[command(flatten)]
+    pub rerank: RerankArgs,
+}
+
+/// Reranking of the embedded store (`search`, `serve` without --stores or --chroma-url).
+#[derive(Debug, Args)]
+pub struct RerankArgs {
+    /// Rerank the candidates with this registered reranker kind, default settings (repeatable: a
+    /// chain, first to last), e.g. bm25-fusion. Kinds that need settings go in a `serve --stores` file.
+    #[arg(long = "rerank", value_name = "KIND")]
+    pub kinds: Vec<String>,
+    /// Drop candidates the last rerank stage scores below this.
+    #[arg(long, value_name = "SCORE", requires = "kinds")]
+    pub rerank_min_score: Option<f64>,
+}
+
+impl RerankArgs {
+    fn reranker(&self) -> Result<Option<std::sync::Arc<dyn rr_core::Reranker>>, String> {
+        crate::local::reranker(&self.kinds, self.rerank_min_score).map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -166,6 +186,8 @@ pub struct ServeCmd {
     /// Serve a Chroma collection (search, and with --tools all the navigation tools over its chunks).
     #[command(flatten)]
     pub chroma: ChromaArgs,
+    #[command(flatten)]
+    pub rerank: RerankArgs,
 }
 
 impl StoreArg {
@@ -186,6 +208,10 @@ fn identity(args: &IndexArgs) -> rr_indexer::Identity {
         commit_sha: args.commit_sha.clone(),
     }
 }
+
+/// Why `serve --rerank` is refused with --stores or --chroma-url: those keep their own reranking.
+pub const REMOTE_RERANK: &str = "--rerank reranks the embedded store: a --stores file sets `reranker` and \
+     `rerank_min_score` itself, and --chroma-url reranks with the CHROMA_REPO_SEARCH_RERANK_* variables";
 
 /// Runs a subcommand. `Ok(false)` means it finished but reports failure
 /// (a search that answered with a tool error).
@@ -286,7 +312,9 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
         Command::Search(args) => {
             let search =
                 rr_core::SearchArgs { query: args.query, source: args.source, path: args.path, limit: args.limit };
-            let (text, is_error) = crate::local::search(&args.store.dir(), search).await.map_err(|e| e.to_string())?;
+            let (text, is_error) = crate::local::search(&args.store.dir(), search, args.rerank.reranker()?)
+                .await
+                .map_err(|e| e.to_string())?;
             if is_error {
                 eprintln!("{text}");
             } else {
@@ -302,12 +330,17 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             Ok(true)
         }
         Command::Serve(args) => {
+            if !args.rerank.kinds.is_empty() && (args.stores.is_some() || args.chroma.chroma_url.is_some()) {
+                return Err(REMOTE_RERANK.into());
+            }
             let chroma =
                 crate::nav::chroma::serve_config(&args.chroma, args.store.store.is_some() || args.stores.is_some())?;
             let engine = match (&chroma, &args.stores) {
                 (Some(config), _) => crate::app::build_engine(config).map_err(|e| e.to_string())?,
                 (None, Some(file)) => crate::stores::engine(file).map_err(|e| e.to_string())?,
-                (None, None) => crate::local::engine(&args.store.dir()).map_err(|e| e.to_string())?,
+                (None, None) => {
+                    crate::local::engine_with(&args.store.dir(), args.rerank.reranker()?).map_err(|e| e.to_string())?
+                }
             };
             let mut service = crate::protocol::McpService::new(engine, crate::app::NAME, crate::app::version_line());
             if args.tools == "all" {

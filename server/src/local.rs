@@ -13,7 +13,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rr_chroma::{ChromaConfig, ChromaStore};
-use rr_core::{CallContext, Embedder, PipelineOptions, SearchArgs, SearchEngine};
+use rr_core::registry::{FactoryContext, Registry, RegistryError};
+use rr_core::{CallContext, Embedder, PipelineOptions, RerankChain, Reranker, SearchArgs, SearchEngine};
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_hash_embed::HashEmbedder;
 use rr_http::{HttpClient, HttpSettings};
@@ -349,12 +350,61 @@ async fn store_files(
     .map_err(|e| LocalError::new(format!("cannot store the indexed files: {e}")))
 }
 
-/// The search engine over an existing store.
+/// The search engine over an existing store, without reranking.
 pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
+    engine_with(store_dir, None)
+}
+
+/// The search engine over an existing store with `reranker` (see
+/// [`reranker`]); candidate counts are the engine's defaults.
+pub fn engine_with(store_dir: &Path, reranker: Option<Arc<dyn Reranker>>) -> Result<SearchEngine, LocalError> {
     let open = open(store_dir)?;
     let options = PipelineOptions { query_prefix: open.settings.query_prefix.clone(), ..PipelineOptions::default() };
-    Ok(SearchEngine::new(open.embedder, open.store, None, options))
+    Ok(SearchEngine::new(open.embedder, open.store, reranker, options))
 }
+
+/// The reranker of `--rerank KIND...` and `--rerank-min-score`: registry
+/// kinds built with their default settings (`{}`), run first to last, and
+/// the cut-off on the last stage's scores. `None` when no kind is given.
+///
+/// Only kinds that work without settings make sense here (`bm25-fusion`,
+/// `mmr`, `cross-encoder` with `RR_CROSS_ENCODER_DIR`); the others fail
+/// with the factory's own message, and the error points to the stores file,
+/// where settings (and secrets, through `*_env` keys) have a place.
+pub fn reranker(kinds: &[String], min_score: Option<f64>) -> Result<Option<Arc<dyn Reranker>>, LocalError> {
+    if kinds.is_empty() {
+        return match min_score {
+            Some(_) => Err(LocalError::new("--rerank-min-score: needs --rerank, whose last stage's scores it cuts")),
+            None => Ok(None),
+        };
+    }
+    if let Some(v) = min_score
+        && v.is_nan()
+    {
+        return Err(LocalError::new(format!("--rerank-min-score: must be a number, not {v}")));
+    }
+    let registry = Registry::builtin().map_err(|e| LocalError::new(e.to_string()))?;
+    let ctx = FactoryContext::new(crate::app::user_agent());
+    let defaults = serde_json::Value::Object(serde_json::Map::new());
+    let stages = kinds
+        .iter()
+        .map(|kind| {
+            registry.reranker(kind, &defaults, &ctx).map_err(|e| match e {
+                RegistryError::Factory { .. } => LocalError::new(format!("--rerank: {e} ({RERANK_SETTINGS_HINT})")),
+                other => LocalError::new(format!("--rerank: {other}")),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    if stages.len() == 1 && min_score.is_none() {
+        return Ok(stages.into_iter().next());
+    }
+    let chain = RerankChain::new(stages).map_err(|e| LocalError::new(e.to_string()))?;
+    Ok(Some(Arc::new(chain.with_min_score(min_score))))
+}
+
+/// Appended to a `--rerank` kind's refusal of its default settings.
+pub const RERANK_SETTINGS_HINT: &str = "--rerank uses a kind's default settings; \
+     a reranker that needs settings is configured in a stores file for `serve --stores`, see docs/rerankers.md";
 
 /// An existing store with the embedder its vectors were made with: the
 /// parts of [`engine`], for callers that run the pipeline's steps themselves
@@ -392,8 +442,39 @@ pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
 
 /// Runs one search as the MCP tool would and returns its text and whether
 /// it is an error.
-pub async fn search(store_dir: &Path, args: SearchArgs) -> Result<(String, bool), LocalError> {
-    let engine = engine(store_dir)?;
+pub async fn search(
+    store_dir: &Path,
+    args: SearchArgs,
+    reranker: Option<Arc<dyn Reranker>>,
+) -> Result<(String, bool), LocalError> {
+    let engine = engine_with(store_dir, reranker)?;
     let outcome = crate::tool::call(&engine, args, &CallContext::default()).await;
     Ok((outcome.text, outcome.is_error))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn rerank_kinds_build_one_stage_or_a_chain() {
+        assert!(reranker(&[], None).unwrap().is_none());
+        let one = reranker(&kinds(&["bm25-fusion"]), None).unwrap().unwrap();
+        assert_eq!((one.name(), one.min_score()), ("bm25-fusion", None));
+        let chain = reranker(&kinds(&["bm25-fusion", "mmr"]), Some(0.25)).unwrap().unwrap();
+        assert_eq!((chain.name(), chain.min_score()), ("bm25-fusion > mmr", Some(0.25)));
+        // A cut-off needs a chain even for one stage.
+        let cut = reranker(&kinds(&["mmr"]), Some(0.5)).unwrap().unwrap();
+        assert_eq!((cut.name(), cut.min_score()), ("mmr", Some(0.5)));
+    }
+
+    #[test]
+    fn a_cut_off_needs_a_reranker() {
+        let e = reranker(&[], Some(0.5)).err().unwrap();
+        assert_eq!(e.to_string(), "--rerank-min-score: needs --rerank, whose last stage's scores it cuts");
+    }
 }

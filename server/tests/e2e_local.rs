@@ -288,3 +288,93 @@ fn issue4_prefixes_are_configurable_per_store() {
         )
     );
 }
+
+/// A query of the fixture set where `bm25-fusion` moves the excerpt that
+/// answers it (the rectangle code in src/lib.rs) to the top; the hash
+/// embedder alone ranks a Go store excerpt first.
+const FUSION_QUERY: &str = "check whether two rectangles overlap";
+
+fn first_file(markdown: &str) -> &str {
+    markdown.lines().find(|l| l.starts_with("**File:**")).unwrap_or_else(|| panic!("no excerpt in {markdown}"))
+}
+
+fn failure(args: &[&str]) -> (Option<i32>, String) {
+    let out = run(args);
+    assert!(!out.status.success(), "expected a failure: {}", String::from_utf8_lossy(&out.stdout));
+    (out.status.code(), String::from_utf8(out.stderr).unwrap())
+}
+
+#[test]
+fn search_rerank_reorders_the_embedded_store() {
+    let store = tempfile::tempdir().unwrap();
+    index(&corpus(), store.path(), &[]);
+    let plain = search(store.path(), FUSION_QUERY, &[]);
+    assert_eq!(first_file(&plain), "**File:** `internal/store/store.go#L10-L16`");
+    let fused = search(store.path(), FUSION_QUERY, &["--rerank", "bm25-fusion"]);
+    assert_eq!(first_file(&fused), "**File:** `src/lib.rs#L14-L28`");
+    assert_eq!(fused.lines().filter(|l| l.starts_with("**File:**")).count(), 5, "{fused}");
+
+    let chained = search(store.path(), FUSION_QUERY, &["--rerank", "bm25-fusion", "--rerank", "mmr"]);
+    assert_eq!(first_file(&chained), "**File:** `src/lib.rs#L14-L28`");
+    assert!(chained.starts_with("Found 5 relevant repository excerpts"), "{chained}");
+
+    // The cut-off applies to the last stage's scores: none reaches this one.
+    let cut = search(store.path(), FUSION_QUERY, &["--rerank", "bm25-fusion", "--rerank-min-score", "1e9"]);
+    assert_eq!(cut, "No relevant repository content was found. Try a broader or more specific query.\n");
+}
+
+#[test]
+fn search_rerank_refuses_unknown_and_unconfigured_kinds() {
+    let store = tempfile::tempdir().unwrap();
+    index(&corpus(), store.path(), &[]);
+    let dir = store.path().to_str().unwrap();
+    let (code, stderr) = failure(&["search", FUSION_QUERY, "--store", dir, "--rerank", "bm25"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stderr,
+        "Error: --rerank: unknown reranker kind \"bm25\"; valid kinds: bm25-fusion, cohere, cross-encoder, jina, mmr, openai, tei, voyage\n"
+    );
+    let (code, stderr) =
+        failure(&["search", FUSION_QUERY, "--store", dir, "--rerank", "bm25-fusion", "--rerank", "openai"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: --rerank: reranker \"openai\": missing field `api_url` ({})\n",
+            repo_retriever::local::RERANK_SETTINGS_HINT
+        )
+    );
+    let (code, stderr) =
+        failure(&["search", FUSION_QUERY, "--store", dir, "--rerank", "mmr", "--rerank-min-score", "NaN"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(stderr, "Error: --rerank-min-score: must be a number, not NaN\n");
+    // A cut-off without a reranker to cut is a usage error.
+    let (code, stderr) = failure(&["search", FUSION_QUERY, "--store", dir, "--rerank-min-score", "0.5"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with("error: the following required arguments were not provided:\n  --rerank <KIND>\n"),
+        "{stderr}"
+    );
+}
+
+/// `serve --rerank` answers as `search --rerank` does; with --stores the
+/// flag is refused, since the file carries its own reranking.
+#[tokio::test]
+async fn serve_rerank_reranks_the_search_tool() {
+    let store = tempfile::tempdir().unwrap();
+    index(&corpus(), store.path(), &[]);
+    let dir = store.path().to_str().unwrap();
+    let mut mcp = Server::new().args(["serve", "--store", dir, "--rerank", "bm25-fusion"]).stdio().await;
+    mcp.initialize().await;
+    let result = mcp.call_tool("search", json!({"query": FUSION_QUERY})).await;
+    let text = tool_text(&result);
+    assert_eq!(first_file(text), "**File:** `src/lib.rs#L14-L28`");
+    assert_eq!(format!("{text}\n"), search(store.path(), FUSION_QUERY, &["--rerank", "bm25-fusion"]));
+    mcp.close().await;
+
+    let stores = store.path().join("stores.toml");
+    std::fs::write(&stores, format!("[stores.local]\nkind = \"embedded\"\npath = {dir:?}\n")).unwrap();
+    let (code, stderr) = failure(&["serve", "--stores", stores.to_str().unwrap(), "--rerank", "bm25-fusion"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(stderr, format!("Error: {}\n", repo_retriever::cli::REMOTE_RERANK));
+}
