@@ -306,7 +306,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             if let Some(bar) = bar {
                 bar.finish_and_clear();
             }
-            println!("{}", summary.map_err(|e| e.to_string())?.to_json());
+            stdout(&format!("{}\n", summary.map_err(|e| e.to_string())?.to_json()))?;
             Ok(true)
         }
         Command::Search(args) => {
@@ -318,7 +318,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             if is_error {
                 eprintln!("{text}");
             } else {
-                println!("{text}");
+                stdout(&format!("{text}\n"))?;
             }
             Ok(!is_error)
         }
@@ -326,7 +326,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
         Command::Plugins(args) => {
             let file = args.stores.as_deref().map(crate::stores::read).transpose().map_err(|e| e.to_string())?;
             let registry = crate::stores::registry(file.as_ref()).map_err(|e| e.to_string())?;
-            print!("{}", crate::stores::list(&registry));
+            stdout(&crate::stores::list(&registry))?;
             Ok(true)
         }
         Command::Serve(args) => {
@@ -387,4 +387,16 @@ fn progress_bar(message: &str) -> Option<indicatif::ProgressBar> {
     }
     bar.enable_steady_tick(std::time::Duration::from_millis(120));
     Some(bar)
+}
+
+/// Writes a command's output. A reader that stops early (`| head`) is not
+/// an error: the output is simply no longer wanted, and `println!` would
+/// panic on the broken pipe.
+pub(crate) fn stdout(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("cannot write to stdout: {e}")),
+        _ => Ok(()),
+    }
 }

@@ -378,3 +378,22 @@ async fn serve_rerank_reranks_the_search_tool() {
     assert_eq!(code, Some(1));
     assert_eq!(stderr, format!("Error: {}\n", repo_retriever::cli::REMOTE_RERANK));
 }
+
+/// A reader that stops early (`search … | head -1`) closes the pipe before
+/// the result is written: the command still ends quietly with success.
+#[test]
+fn search_into_a_closed_pipe_ends_quietly() {
+    let store = tempfile::tempdir().unwrap();
+    index(&corpus(), store.path(), &[]);
+    let mut child = Command::new(server_bin())
+        .args(["search", "widget", "--store", store.path().to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {stderr}", out.status);
+    assert_eq!(stderr, "");
+}

@@ -75,7 +75,7 @@ pub async fn run(cmd: EvalCmd) -> Result<bool, String> {
             .await
             .map_err(|e| e.to_string())?
             .map_err(|e| e.to_string())?;
-        println!("{summary}");
+        crate::cli::stdout(&format!("{summary}\n"))?;
         return Ok(true);
     }
     let Some(queries_file) = cmd.queries else { return Err("--queries is required".into()) };
@@ -106,7 +106,7 @@ pub async fn run(cmd: EvalCmd) -> Result<bool, String> {
     for pipeline in &built {
         reports.push(evaluate(pipeline, &queries, limit).await.map_err(|e| e.to_string())?);
     }
-    print!("{}", report::markdown(&reports));
+    crate::cli::stdout(&report::markdown(&reports))?;
     if let Some(path) = &cmd.json {
         let json = report::to_json(&reports, &queries_file.display().to_string(), limit);
         let body = serde_json::to_vec_pretty(&json).map_err(|e| e.to_string())?;
