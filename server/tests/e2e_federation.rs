@@ -26,6 +26,13 @@ async fn plugins_lists_the_builtins_of_the_final_binary() {
         ("embedder", "hash", "rr-hash-embed"),
         ("embedder", "openai", "rr-openai"),
         ("reranker", "openai", "rr-rerank-openai"),
+        ("reranker", "cohere", "rr-rerank-apis"),
+        ("reranker", "jina", "rr-rerank-apis"),
+        ("reranker", "voyage", "rr-rerank-apis"),
+        ("reranker", "tei", "rr-rerank-apis"),
+        ("reranker", "cross-encoder", "rr-cross-encoder"),
+        ("reranker", "bm25-fusion", "rr-rerank-lexical"),
+        ("reranker", "mmr", "rr-rerank-lexical"),
     ] {
         assert!(rows.iter().any(|r| r[0] == kind && r[1] == name && r[2] == origin), "{kind} {name} in\n{listing}");
     }
@@ -118,4 +125,35 @@ async fn two_collections_split_from_the_fixture_answer_together() {
     assert!(!is_error(&result) && !text.contains("Skipped"), "{text}");
     assert!(text.contains("**File:** `docs/"), "{text}");
     assert!(text.lines().any(|l| l.starts_with("**File:** `") && !l.starts_with("**File:** `docs/")), "{text}");
+}
+
+/// A reranker chain and its cut-off in a stores file reach the served `search` tool: a cut-off
+/// above every score leaves nothing (the tool's own no-match text), the same chain without it
+/// answers, and a bad stage stops the server at start naming the stage.
+#[tokio::test]
+async fn a_reranker_chain_and_its_cut_off_apply_to_the_served_search() {
+    let f = support::fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let file = stores_file(&dir, &[("widgets", &f.chroma_url, &f.collection)]);
+    let stores = std::fs::read_to_string(&file).unwrap();
+    let chain = "[[reranker]]\nkind = \"bm25-fusion\"\n[[reranker]]\nkind = \"mmr\"\nlambda = 0.5\n";
+    let args = json!({"query": "retry with exponential backoff", "limit": 3});
+
+    std::fs::write(&file, format!("rerank_min_score = 1e9\n{stores}\n{chain}")).unwrap();
+    let cut = federated_call(&file, args.clone()).await;
+    assert!(!is_error(&cut), "{cut}");
+    assert_eq!(tool_text(&cut), rr_core::render::NO_MATCH);
+
+    std::fs::write(&file, format!("{stores}\n{chain}")).unwrap();
+    let kept = federated_call(&file, args).await;
+    assert!(!is_error(&kept), "{kept}");
+    assert_eq!(tool_text(&kept).matches("**File:** `").count(), 3, "{}", tool_text(&kept));
+
+    std::fs::write(&file, format!("{stores}\n[[reranker]]\nkind = \"bm25-fusion\"\n[[reranker]]\nkind = \"bm26\"\n"))
+        .unwrap();
+    let out =
+        Server::new().args(["serve", "--tools", "search", "--stores"]).arg(file.display().to_string()).output().await;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("reranker[1]: unknown reranker kind \"bm26\"; valid kinds: bm25-fusion, "), "{stderr}");
 }
