@@ -4,10 +4,11 @@
 //! The four APIs answer the same question in four shapes (`results` or
 //! `data`, `relevance_score` or `score`, a wrapped list or a bare array), and
 //! all of them sort their answer by relevance, not by input. Each provider
-//! module only builds its request body and says where its items sit; putting
-//! the scores back in document order, and refusing an answer that does not
-//! score every document exactly once, happens in one place
-//! (`document_scores`), so the four cannot differ in what they let through.
+//! module only builds its request body and says where its items sit; the
+//! rest is written once, in [`ApiReranker`]. Putting the scores back in
+//! document order, and refusing an answer that does not score every
+//! document exactly once, happens in one place (`document_scores`), so the
+//! four cannot differ in what they let through.
 //! A partial answer is an error naming the provider, never a shorter list:
 //! the pipeline would otherwise silently reorder results.
 //!
@@ -20,18 +21,21 @@
 mod cohere;
 mod jina;
 mod registry;
+mod reranker;
 mod tei;
 mod voyage;
 
 use std::fmt;
 
 use rr_http::{HttpClient, HttpError, bearer};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use cohere::{CohereConfig, CohereReranker, DEFAULT_COHERE_URL};
 pub use jina::{DEFAULT_JINA_URL, JinaConfig, JinaReranker};
+pub use reranker::ApiReranker;
+use reranker::Scored;
 pub use tei::{DEFAULT_MAX_BATCH_SIZE, DEFAULT_MAX_CONCURRENT_BATCHES, TeiConfig, TeiReranker};
 pub use voyage::{DEFAULT_VOYAGE_URL, VoyageConfig, VoyageReranker};
 
@@ -82,35 +86,6 @@ pub enum RerankError {
 
 fn colon_then(message: &str) -> String {
     if message.is_empty() { String::new() } else { format!(": {message}") }
-}
-
-/// One result as a provider sends it: which document, and its score. Both
-/// are optional so that an answer missing either is reported as such rather
-/// than as a decode error.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub(crate) struct Scored {
-    pub(crate) index: Option<i64>,
-    pub(crate) score: Option<f64>,
-}
-
-/// A result of the APIs that say `relevance_score` (Cohere, Jina, Voyage).
-#[derive(Debug, Deserialize)]
-pub(crate) struct RelevanceItem {
-    #[serde(default)]
-    index: Option<i64>,
-    #[serde(default)]
-    relevance_score: Option<f64>,
-}
-
-impl From<RelevanceItem> for Scored {
-    fn from(item: RelevanceItem) -> Self {
-        Scored { index: item.index, score: item.relevance_score }
-    }
-}
-
-/// `Vec<Option<RelevanceItem>>` as [`document_scores`] takes it.
-pub(crate) fn relevance_items(items: Vec<Option<RelevanceItem>>) -> Vec<Option<Scored>> {
-    items.into_iter().map(|item| item.map(Scored::from)).collect()
 }
 
 /// One score per document, in document order, or the first thing that is

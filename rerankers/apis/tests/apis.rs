@@ -1,9 +1,11 @@
 //! The four rerankers against a local fake of each API, and their registration.
 
+use std::fmt::Debug;
 use std::sync::Arc;
 
 use rr_core::registry::FactoryContext;
-use rr_core::{CallContext, PluginKind, Registry, Reranker};
+use rr_core::{BackendError, CallContext, PluginKind, Registry, Reranker};
+use rr_http::HttpClient;
 use rr_http::test_util::{FakeServer, Recorded, Reply, instant_client, refused_url, settings};
 use rr_rerank_apis::{
     CohereConfig, CohereReranker, Connection, JinaConfig, JinaReranker, TeiConfig, TeiReranker, VoyageConfig,
@@ -34,22 +36,31 @@ impl Provider {
     }
 
     fn reranker(self, url: &str, attempts: u32) -> Arc<dyn Reranker> {
+        self.built(url, attempts).0
+    }
+
+    /// The provider's reranker, and what `Debug` shows of its config and of
+    /// the reranker.
+    fn built(self, url: &str, attempts: u32) -> (Arc<dyn Reranker>, String) {
         let connection = Connection { api_url: url.to_owned(), api_key: Some(KEY.to_owned()) };
         let http = instant_client(settings(attempts));
         match self {
-            Provider::Cohere => Arc::new(CohereReranker::new(
+            Provider::Cohere => debugged(
                 CohereConfig { connection, model: "rerank-v3.5".into(), max_tokens_per_doc: None },
+                CohereReranker::new,
                 http,
-            )),
-            Provider::Jina => Arc::new(JinaReranker::new(
+            ),
+            Provider::Jina => debugged(
                 JinaConfig { connection, model: "jina-reranker-v2-base-multilingual".into() },
+                JinaReranker::new,
                 http,
-            )),
-            Provider::Voyage => Arc::new(VoyageReranker::new(
+            ),
+            Provider::Voyage => debugged(
                 VoyageConfig { connection, model: "rerank-2.5".into(), truncation: true },
+                VoyageReranker::new,
                 http,
-            )),
-            Provider::Tei => Arc::new(TeiReranker::new(TeiConfig::new(connection), http)),
+            ),
+            Provider::Tei => debugged(TeiConfig::new(connection), TeiReranker::new, http),
         }
     }
 
@@ -98,16 +109,28 @@ impl Provider {
     }
 }
 
+fn debugged<C: Debug, R: Reranker + Debug + 'static>(
+    config: C,
+    new: fn(C, HttpClient) -> R,
+    http: HttpClient,
+) -> (Arc<dyn Reranker>, String) {
+    let config_shown = format!("{config:?}");
+    let reranker = new(config, http);
+    let shown = format!("{config_shown}\n{reranker:?}");
+    (Arc::new(reranker), shown)
+}
+
 fn documents(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("Repository: Acme/widgets@main\nFile: file{i}.go\n\ncontent <{i}>")).collect()
 }
 
+/// Reranks `n` documents at `url`, each request tried at most `attempts` times.
+async fn rerank_at(provider: Provider, url: &str, attempts: u32, n: usize) -> Result<Vec<f64>, BackendError> {
+    provider.reranker(url, attempts).rerank("q", &documents(n), &CallContext::default()).await
+}
+
 async fn rerank(provider: Provider, server: &FakeServer, n: usize) -> Result<Vec<f64>, String> {
-    provider
-        .reranker(server.url(), 1)
-        .rerank("q", &documents(n), &CallContext::default())
-        .await
-        .map_err(|e| e.to_string())
+    rerank_at(provider, server.url(), 1, n).await.map_err(|e| e.to_string())
 }
 
 async fn rerank_with(provider: Provider, reply: Value, n: usize) -> Result<Vec<f64>, String> {
@@ -142,89 +165,97 @@ async fn sent(provider: Provider) -> Recorded {
 }
 
 #[tokio::test]
-async fn cohere_sends_v2_rerank_with_every_document_requested() {
-    let request = sent(Provider::Cohere).await;
-    assert_eq!(request.path, "/v2/rerank");
-    assert_eq!(
-        request.body_text(),
-        format!(r#"{{"model":"rerank-v3.5","query":"gogitup flags","documents":{DOCS_JSON},"top_n":2}}"#)
-    );
+async fn each_provider_sends_its_documented_request() {
+    let cases = [
+        (
+            Provider::Cohere,
+            "/v2/rerank",
+            // Every document requested: `top_n` is the document count.
+            format!(r#"{{"model":"rerank-v3.5","query":"gogitup flags","documents":{DOCS_JSON},"top_n":2}}"#),
+        ),
+        (
+            Provider::Jina,
+            "/v1/rerank",
+            // `return_documents` false: the documents are not echoed back.
+            format!(
+                r#"{{"model":"jina-reranker-v2-base-multilingual","query":"gogitup flags","documents":{DOCS_JSON},"top_n":2,"return_documents":false}}"#
+            ),
+        ),
+        (
+            Provider::Voyage,
+            "/v1/rerank",
+            format!(
+                r#"{{"query":"gogitup flags","documents":{DOCS_JSON},"model":"rerank-2.5","top_k":2,"return_documents":false,"truncation":true}}"#
+            ),
+        ),
+        (
+            Provider::Tei,
+            "/rerank",
+            format!(
+                r#"{{"query":"gogitup flags","texts":{DOCS_JSON},"raw_scores":false,"truncate":true,"return_text":false}}"#
+            ),
+        ),
+    ];
+    for (provider, path, body) in cases {
+        let request = sent(provider).await;
+        assert_eq!(request.path, path, "{provider:?}");
+        assert_eq!(request.body_text(), body, "{provider:?}");
+    }
+}
+
+/// The one request a reranker sends for one document; `build` gets the fake
+/// server's URL.
+async fn single_request<R: Reranker>(provider: Provider, build: impl FnOnce(&str) -> R) -> Recorded {
+    let server = FakeServer::sequence(vec![Reply::json(provider.answer(&[(0, 0.5)]))]).await;
+    let scores = build(server.url()).rerank("q", &["d".to_owned()], &CallContext::default()).await;
+    assert_eq!(scores.unwrap(), vec![0.5], "{provider:?}");
+    server.requests()[0].clone()
+}
+
+fn connection(url: &str, api_key: Option<&str>) -> Connection {
+    Connection { api_url: url.to_owned(), api_key: api_key.map(str::to_owned) }
 }
 
 #[tokio::test]
 async fn cohere_sends_max_tokens_per_doc_when_configured() {
-    let server = FakeServer::sequence(vec![Reply::json(Provider::Cohere.answer(&[(0, 0.5)]))]).await;
-    let config = CohereConfig {
-        connection: Connection { api_url: format!("{}/", server.url()), api_key: Some(KEY.into()) },
-        model: "rerank-v3.5".into(),
-        max_tokens_per_doc: Some(512),
-    };
-    let reranker = CohereReranker::new(config, instant_client(settings(1)));
-    assert_eq!(reranker.url(), format!("{}/v2/rerank", server.url()), "a trailing / on api_url is dropped");
-    reranker.scores("q", &["d".to_owned()]).await.unwrap();
+    let request = single_request(Provider::Cohere, |url| {
+        let config = CohereConfig {
+            connection: connection(&format!("{url}/"), Some(KEY)),
+            model: "rerank-v3.5".into(),
+            max_tokens_per_doc: Some(512),
+        };
+        let reranker = CohereReranker::new(config, instant_client(settings(1)));
+        assert_eq!(reranker.url(), format!("{url}/v2/rerank"), "a trailing / on api_url is dropped");
+        reranker
+    })
+    .await;
     assert_eq!(
-        server.requests()[0].body_text(),
+        request.body_text(),
         r#"{"model":"rerank-v3.5","query":"q","documents":["d"],"top_n":1,"max_tokens_per_doc":512}"#
     );
 }
 
 #[tokio::test]
-async fn jina_sends_v1_rerank_without_documents_echoed_back() {
-    let request = sent(Provider::Jina).await;
-    assert_eq!(request.path, "/v1/rerank");
-    assert_eq!(
-        request.body_text(),
-        format!(
-            r#"{{"model":"jina-reranker-v2-base-multilingual","query":"gogitup flags","documents":{DOCS_JSON},"top_n":2,"return_documents":false}}"#
-        )
-    );
-}
-
-#[tokio::test]
-async fn voyage_sends_v1_rerank_with_top_k_and_truncation() {
-    let request = sent(Provider::Voyage).await;
-    assert_eq!(request.path, "/v1/rerank");
-    assert_eq!(
-        request.body_text(),
-        format!(
-            r#"{{"query":"gogitup flags","documents":{DOCS_JSON},"model":"rerank-2.5","top_k":2,"return_documents":false,"truncation":true}}"#
-        )
-    );
-}
-
-#[tokio::test]
 async fn voyage_truncation_can_be_turned_off() {
-    let server = FakeServer::sequence(vec![Reply::json(Provider::Voyage.answer(&[(0, 0.5)]))]).await;
-    let config = VoyageConfig {
-        connection: Connection { api_url: server.url().to_owned(), api_key: Some(KEY.into()) },
-        model: "rerank-2.5-lite".into(),
-        truncation: false,
-    };
-    VoyageReranker::new(config, instant_client(settings(1))).scores("q", &["d".to_owned()]).await.unwrap();
-    assert_eq!(body(&server.requests()[0])["truncation"], json!(false));
-}
-
-#[tokio::test]
-async fn tei_sends_rerank_with_texts() {
-    let request = sent(Provider::Tei).await;
-    assert_eq!(request.path, "/rerank");
-    assert_eq!(
-        request.body_text(),
-        format!(
-            r#"{{"query":"gogitup flags","texts":{DOCS_JSON},"raw_scores":false,"truncate":true,"return_text":false}}"#
-        )
-    );
+    let request = single_request(Provider::Voyage, |url| {
+        let config =
+            VoyageConfig { connection: connection(url, Some(KEY)), model: "rerank-2.5-lite".into(), truncation: false };
+        VoyageReranker::new(config, instant_client(settings(1)))
+    })
+    .await;
+    assert_eq!(body(&request)["truncation"], json!(false));
 }
 
 #[tokio::test]
 async fn tei_sends_no_authorization_without_a_key() {
-    let server = FakeServer::sequence(vec![Reply::json(Provider::Tei.answer(&[(0, 0.5)]))]).await;
-    let mut config = TeiConfig::new(Connection { api_url: server.url().to_owned(), api_key: None });
-    config.truncate = false;
-    TeiReranker::new(config, instant_client(settings(1))).scores("q", &["d".to_owned()]).await.unwrap();
-    let request = &server.requests()[0];
+    let request = single_request(Provider::Tei, |url| {
+        let mut config = TeiConfig::new(connection(url, None));
+        config.truncate = false;
+        TeiReranker::new(config, instant_client(settings(1)))
+    })
+    .await;
     assert_eq!(request.header("authorization"), None);
-    assert_eq!(body(request)["truncate"], json!(false));
+    assert_eq!(body(&request)["truncate"], json!(false));
 }
 
 // --- answers ---
@@ -242,41 +273,19 @@ async fn answers_sorted_by_relevance_come_back_in_document_order() {
 }
 
 #[tokio::test]
-async fn a_partial_answer_is_an_error_naming_the_provider_and_the_counts() {
+async fn an_answer_that_does_not_score_each_document_once_is_an_error_naming_the_provider() {
+    let cases = [
+        (&[(4, 0.9), (0, 0.5), (2, 0.1)], 5, "returned 3 results for 5 documents"),
+        (&[(0, 0.9), (1, 0.5), (1, 0.1)], 2, "returned 3 results for 2 documents"),
+        (&[(1, 0.9), (0, 0.5), (1, 0.1)], 3, "returned index 1 twice"),
+        (&[(0, 0.9), (3, 0.5), (1, 0.1)], 3, "returned index 3, out of range for 3 documents"),
+        (&[(-1, 0.9), (0, 0.5), (1, 0.1)], 3, "returned index -1, out of range for 3 documents"),
+    ];
     for provider in ALL {
-        let reply = provider.answer(&[(4, 0.9), (0, 0.5), (2, 0.1)]);
-        let name = provider.name();
-        assert_eq!(
-            rerank_with(provider, reply, 5).await.unwrap_err(),
-            format!("{name} rerank returned 3 results for 5 documents")
-        );
-        let too_many = provider.answer(&[(0, 0.9), (1, 0.5), (1, 0.1)]);
-        assert_eq!(
-            rerank_with(provider, too_many, 2).await.unwrap_err(),
-            format!("{name} rerank returned 3 results for 2 documents")
-        );
-    }
-}
-
-#[tokio::test]
-async fn repeated_and_out_of_range_indices_are_errors() {
-    for provider in ALL {
-        let name = provider.name();
-        let repeated = provider.answer(&[(1, 0.9), (0, 0.5), (1, 0.1)]);
-        assert_eq!(
-            rerank_with(provider, repeated, 3).await.unwrap_err(),
-            format!("{name} rerank returned index 1 twice")
-        );
-        let out_of_range = provider.answer(&[(0, 0.9), (3, 0.5), (1, 0.1)]);
-        assert_eq!(
-            rerank_with(provider, out_of_range, 3).await.unwrap_err(),
-            format!("{name} rerank returned index 3, out of range for 3 documents")
-        );
-        let negative = provider.answer(&[(-1, 0.9), (0, 0.5), (1, 0.1)]);
-        assert_eq!(
-            rerank_with(provider, negative, 3).await.unwrap_err(),
-            format!("{name} rerank returned index -1, out of range for 3 documents")
-        );
+        for (results, documents, expected) in cases {
+            let err = rerank_with(provider, provider.answer(results), documents).await.unwrap_err();
+            assert_eq!(err, format!("{} rerank {expected}", provider.name()));
+        }
     }
 }
 
@@ -345,8 +354,7 @@ async fn the_providers_own_error_message_is_surfaced() {
     for provider in ALL {
         let message = "invalid request: model 'rerank-v9' not found";
         let server = FakeServer::sequence(vec![Reply::status(400, provider.error_body(message).to_string())]).await;
-        let err =
-            provider.reranker(server.url(), 3).rerank("q", &documents(2), &CallContext::default()).await.unwrap_err();
+        let err = rerank_at(provider, server.url(), 3, 2).await.unwrap_err();
         assert_eq!(err.backend(), provider.name());
         assert_eq!(
             err.to_string(),
@@ -387,9 +395,8 @@ async fn rate_limits_and_server_errors_are_retried() {
             Reply::json(provider.answer(&[(1, 0.7), (0, 0.3)])),
         ])
         .await;
-        let scores = provider.reranker(server.url(), 3).rerank("q", &documents(2), &CallContext::default()).await;
-        assert_eq!(scores.unwrap(), vec![0.3, 0.7], "{provider:?}");
-        assert_eq!(server.request_count(), 3);
+        assert_eq!(rerank_at(provider, server.url(), 3, 2).await.unwrap(), vec![0.3, 0.7], "{provider:?}");
+        assert_eq!(server.request_count(), 3, "{provider:?}");
     }
 }
 
@@ -398,8 +405,8 @@ async fn a_rate_limit_that_outlasts_the_retries_is_reported() {
     let server =
         FakeServer::sequence(vec![Reply::status(429, json!({"message": "You are using a Trial key"}).to_string())])
             .await;
-    let err = Provider::Cohere.reranker(server.url(), 2).rerank("q", &documents(1), &CallContext::default()).await;
-    assert_eq!(err.unwrap_err().to_string(), "cohere rerank failed with HTTP 429: You are using a Trial key");
+    let err = rerank_at(Provider::Cohere, server.url(), 2, 1).await.unwrap_err();
+    assert_eq!(err.to_string(), "cohere rerank failed with HTTP 429: You are using a Trial key");
     assert_eq!(server.request_count(), 2);
 }
 
@@ -412,9 +419,7 @@ async fn the_key_never_appears_in_an_error() {
             Reply::status(401, json!({"message": format!("bad token {auth}")}).to_string())
         })
         .await;
-        let err =
-            provider.reranker(server.url(), 1).rerank("q", &documents(1), &CallContext::default()).await.unwrap_err();
-        let text = err.to_string();
+        let text = rerank(provider, &server, 1).await.unwrap_err();
         assert!(!text.contains(KEY), "{provider:?}: {text}");
         assert_eq!(text, format!("{} rerank failed with HTTP 401: bad token Bearer <redacted>", provider.name()));
 
@@ -425,8 +430,7 @@ async fn the_key_never_appears_in_an_error() {
             Reply::status(401, format!(r#"{{"detail":"bad token {auth}"}}"#))
         })
         .await;
-        let err = provider.reranker(escaped_only.url(), 1).rerank("q", &documents(1), &CallContext::default()).await;
-        let text = err.unwrap_err().to_string();
+        let text = rerank(provider, &escaped_only, 1).await.unwrap_err();
         assert_eq!(text, format!("{} rerank failed with HTTP 401: bad token Bearer <redacted>", provider.name()));
     }
 }
@@ -434,8 +438,7 @@ async fn the_key_never_appears_in_an_error() {
 #[tokio::test]
 async fn an_unreachable_api_is_named_in_the_error() {
     let url = refused_url().await;
-    let err = Provider::Jina.reranker(&url, 1).rerank("q", &documents(1), &CallContext::default()).await.unwrap_err();
-    let text = err.to_string();
+    let text = rerank_at(Provider::Jina, &url, 1, 1).await.unwrap_err().to_string();
     assert!(text.starts_with(&format!("jina rerank failed: Post \"{url}/v1/rerank\": ")), "{text}");
     assert!(!text.contains(KEY));
 }
@@ -443,43 +446,10 @@ async fn an_unreachable_api_is_named_in_the_error() {
 #[test]
 fn debug_output_never_shows_the_key() {
     for provider in ALL {
-        let reranker = provider.reranker("http://127.0.0.1:9", 1);
-        let shown = match provider {
-            Provider::Cohere => {
-                format!("{:?}", CohereConfig { connection: conn(), model: "m".into(), max_tokens_per_doc: None })
-            }
-            Provider::Jina => format!("{:?}", JinaConfig { connection: conn(), model: "m".into() }),
-            Provider::Voyage => {
-                format!("{:?}", VoyageConfig { connection: conn(), model: "m".into(), truncation: true })
-            }
-            Provider::Tei => format!("{:?}", TeiConfig::new(conn())),
-        };
-        assert!(!shown.contains(KEY) && shown.contains("<redacted>"), "{shown}");
+        let (reranker, shown) = provider.built("https://api.example.com", 1);
+        assert!(!shown.contains(KEY) && shown.contains("<redacted>"), "{provider:?}: {shown}");
         assert_eq!(reranker.name(), provider.name());
     }
-    let http = instant_client(settings(1));
-    let built = [
-        format!(
-            "{:?}",
-            CohereReranker::new(
-                CohereConfig { connection: conn(), model: "m".into(), max_tokens_per_doc: None },
-                http.clone()
-            )
-        ),
-        format!("{:?}", JinaReranker::new(JinaConfig { connection: conn(), model: "m".into() }, http.clone())),
-        format!(
-            "{:?}",
-            VoyageReranker::new(VoyageConfig { connection: conn(), model: "m".into(), truncation: true }, http.clone())
-        ),
-        format!("{:?}", TeiReranker::new(TeiConfig::new(conn()), http)),
-    ];
-    for shown in built {
-        assert!(!shown.contains(KEY), "{shown}");
-    }
-}
-
-fn conn() -> Connection {
-    Connection { api_url: "https://api.example.com".into(), api_key: Some(KEY.into()) }
 }
 
 // --- TEI batching ---
@@ -557,29 +527,29 @@ async fn tei_reports_a_server_batch_limit_below_max_batch_size() {
     );
 }
 
-#[tokio::test]
-async fn one_failed_tei_batch_fails_the_whole_reranking() {
-    let server = FakeServer::start(|r| {
-        let texts = body(r)["texts"].as_array().unwrap().clone();
-        if texts[0] == "doc 2" {
-            return Reply::status(424, json!({"error": "Inference failed", "error_type": "backend"}).to_string());
+/// A TEI that answers `reply` to the batch starting at `doc 2`, and scores
+/// every other batch of two.
+async fn tei_failing_at_doc_2(reply: Reply) -> FakeServer {
+    FakeServer::start(move |r| {
+        if body(r)["texts"][0] == "doc 2" {
+            return reply.clone();
         }
         Reply::json(json!([{"index": 1, "score": 0.2}, {"index": 0, "score": 0.1}]))
     })
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn one_failed_tei_batch_fails_the_whole_reranking() {
+    let failure = json!({"error": "Inference failed", "error_type": "backend"});
+    let server = tei_failing_at_doc_2(Reply::status(424, failure.to_string())).await;
     let err = tei(&server, 2, 1).scores("q", &numbered(6)).await.unwrap_err();
     assert_eq!(err.to_string(), "tei rerank failed with HTTP 424: Inference failed (backend)");
 }
 
 #[tokio::test]
 async fn a_partial_tei_batch_is_reported_with_the_batch_counts() {
-    let server = FakeServer::start(|r| {
-        if body(r)["texts"][0] == "doc 2" {
-            return Reply::json(json!([{"index": 0, "score": 0.1}]));
-        }
-        Reply::json(json!([{"index": 1, "score": 0.2}, {"index": 0, "score": 0.1}]))
-    })
-    .await;
+    let server = tei_failing_at_doc_2(Reply::json(json!([{"index": 0, "score": 0.1}]))).await;
     let err = tei(&server, 2, 2).scores("q", &numbered(4)).await.unwrap_err();
     assert_eq!(err.to_string(), "tei rerank returned 1 results for 2 documents");
 }
