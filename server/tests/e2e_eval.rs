@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use support::{server_bin, testdata_dir};
+use support::{index, server_bin, testdata_dir};
 
 fn run(args: &[&str]) -> Output {
     Command::new(server_bin())
@@ -33,19 +33,6 @@ fn failure(args: &[&str]) -> String {
     String::from_utf8(out.stderr).unwrap()
 }
 
-fn index(dir: &Path, store: &Path) {
-    ok(&[
-        "index",
-        dir.to_str().unwrap(),
-        "--store",
-        store.to_str().unwrap(),
-        "--organization",
-        "acme",
-        "--repository",
-        "widgets",
-    ]);
-}
-
 fn fixture_queries() -> String {
     testdata_dir().join("eval/fixture-queries.jsonl").to_str().unwrap().to_owned()
 }
@@ -63,7 +50,7 @@ const HASH_MRR: f64 = 0.7452380952380953;
 fn eval_compares_the_default_pipelines_on_the_fixture_query_set() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    index(&testdata_dir().join("corpus"), &store);
+    index(&testdata_dir().join("corpus"), &store, &[]);
     let json_path = tmp.path().join("out.json");
     let table = ok(&[
         "eval",
@@ -133,7 +120,7 @@ fn eval_compares_the_default_pipelines_on_the_fixture_query_set() {
 fn eval_runs_a_pipelines_file_with_a_chain_a_cut_off_and_filters() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    index(&testdata_dir().join("corpus"), &store);
+    index(&testdata_dir().join("corpus"), &store, &[]);
     let file = tmp.path().join("p.toml");
     let body = format!(
         r#"
@@ -280,7 +267,7 @@ fn eval_generate_turns_the_fixture_doc_comments_into_queries() {
 
     // The generated pair evaluates like any query set; --max keeps an even spread.
     let store = tmp.path().join("store");
-    index(&out.join("corpus"), &store);
+    index(&out.join("corpus"), &store, &[]);
     let table =
         ok(&["eval", "--queries", out.join("queries.jsonl").to_str().unwrap(), "--store", store.to_str().unwrap()]);
     assert!(table.lines().nth(2).unwrap().starts_with("| hash | 18 | "), "{table}");

@@ -17,25 +17,9 @@ fn run(args: &[&str]) -> Output {
     Command::new(server_bin()).args(args).env_remove("REPO_RETRIEVER_STORE").output().expect("run the binary")
 }
 
+/// Indexes at [`COMMIT`], so that the records' commit is known.
 fn index(dir: &Path, store: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "index",
-        dir.to_str().unwrap(),
-        "--store",
-        store.to_str().unwrap(),
-        "--organization",
-        "acme",
-        "--repository",
-        "widgets",
-        "--commit-sha",
-        COMMIT,
-    ];
-    args.extend_from_slice(extra);
-    let out = run(&args);
-    assert!(out.status.success(), "index failed: {}", String::from_utf8_lossy(&out.stderr));
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(stdout.lines().count(), 1, "one JSON object on stdout: {stdout}");
-    serde_json::from_str(&stdout).unwrap()
+    support::index(dir, store, &[&["--commit-sha", COMMIT], extra].concat())
 }
 
 fn search(store: &Path, query: &str, extra: &[&str]) -> String {

@@ -252,6 +252,33 @@ pub fn server_bin() -> PathBuf {
     }
 }
 
+/// `index <dir> --store <store>` as the fixture's repository, `acme/widgets`, with `extra`
+/// arguments after; the summary it prints, checked to be one JSON object. The environment's store
+/// and cross-encoder are not passed on.
+pub fn index(dir: &Path, store: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "index",
+        dir.to_str().unwrap(),
+        "--store",
+        store.to_str().unwrap(),
+        "--organization",
+        "acme",
+        "--repository",
+        "widgets",
+    ];
+    args.extend_from_slice(extra);
+    let out = Command::new(server_bin())
+        .args(&args)
+        .env_remove("REPO_RETRIEVER_STORE")
+        .env_remove("RR_CROSS_ENCODER_DIR")
+        .output()
+        .expect("run the binary");
+    assert!(out.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "one JSON object on stdout: {stdout}");
+    serde_json::from_str(&stdout).unwrap()
+}
+
 /// The `initialize` request a client sends first.
 pub fn initialize_params() -> Value {
     json!({
