@@ -7,6 +7,9 @@
 //! prints a Markdown table of search latency (p50/p99 wall time and mean CPU
 //! time over 200 queries, k = 15, the engine's candidate count for 5
 //! results), write throughput, reopen time and resident memory.
+//!
+//! `RR_BENCH_SIZES=100000` runs only the given sizes; `RR_BENCH_KEEP_DIR=DIR`
+//! keeps the written stores in `DIR` and reuses them on the next run.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -133,17 +136,7 @@ fn main() {
     let zipf = Zipf::new();
     let words: Vec<String> = (0..VOCABULARY).map(word).collect();
     for n in sizes {
-        let mut rng = Rng(0x5eed_0000 + n as u64);
-        let records = generate(n, &mut rng, &zipf, &words);
-        let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(dir.path()).unwrap();
-        let t = Instant::now();
-        for batch in records.chunks(MAX_BATCH_SIZE) {
-            store.upsert_chunks(batch).unwrap();
-        }
-        let write = t.elapsed();
-        drop(store);
-        drop(records);
+        let (dir, write) = written_store(n, &zipf, &words);
         let output = Command::new(std::env::current_exe().unwrap())
             .env(CHILD_ENV, dir.path())
             .env("RR_BENCH_N", n.to_string())
@@ -156,12 +149,15 @@ fn main() {
         print!("{rows}");
         let db_mib = std::fs::metadata(dir.path().join(rr_embedded::DATABASE_FILE)).map_or(0, |m| m.len()) as f64
             / (1u64 << 20) as f64;
-        notes.push(format!(
-            "{n} chunks: write {:.0} chunks/s ({:.1} s in batches of {MAX_BATCH_SIZE}); {}; database {db_mib:.0} MiB",
-            n as f64 / write.as_secs_f64(),
-            write.as_secs_f64(),
-            note.trim(),
-        ));
+        let write = match write {
+            Some(t) => format!(
+                "write {:.0} chunks/s ({:.1} s in batches of {MAX_BATCH_SIZE})",
+                n as f64 / t.as_secs_f64(),
+                t.as_secs_f64()
+            ),
+            None => format!("store reused from {KEEP_ENV}"),
+        };
+        notes.push(format!("{n} chunks: {write}; {}; database {db_mib:.0} MiB", note.trim()));
     }
     println!();
     for note in notes {
@@ -173,6 +169,48 @@ fn main() {
         "- load average at the end (1, 5, 15 min): {}",
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
+}
+
+/// Names a folder where the written stores are kept (`<folder>/<n>`) and
+/// reused by later runs, which then skip the write phase: comparing two
+/// builds' query times back to back takes seconds instead of minutes.
+const KEEP_ENV: &str = "RR_BENCH_KEEP_DIR";
+
+/// A store that holds the `n` generated chunks, and the time writing it took
+/// (`None` when a kept one was reused).
+fn written_store(n: usize, zipf: &Zipf, words: &[String]) -> (StoreDir, Option<Duration>) {
+    let dir = match std::env::var_os(KEEP_ENV) {
+        Some(root) => {
+            let path = Path::new(&root).join(n.to_string());
+            if path.join(rr_embedded::DATABASE_FILE).exists() {
+                return (StoreDir::Kept(path), None);
+            }
+            StoreDir::Kept(path)
+        }
+        None => StoreDir::Temp(tempfile::tempdir().unwrap()),
+    };
+    let mut rng = Rng(0x5eed_0000 + n as u64);
+    let records = generate(n, &mut rng, zipf, words);
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let t = Instant::now();
+    for batch in records.chunks(MAX_BATCH_SIZE) {
+        store.upsert_chunks(batch).unwrap();
+    }
+    (dir, Some(t.elapsed()))
+}
+
+enum StoreDir {
+    Temp(tempfile::TempDir),
+    Kept(std::path::PathBuf),
+}
+
+impl StoreDir {
+    fn path(&self) -> &Path {
+        match self {
+            StoreDir::Temp(dir) => dir.path(),
+            StoreDir::Kept(path) => path,
+        }
+    }
 }
 
 /// Opens the store in a fresh process, runs the queries, prints table rows

@@ -148,12 +148,13 @@ impl VectorIndex {
         Mask(Some(pass))
     }
 
-    /// Whether row `pk` exists and passes `mask` (for lexical results).
-    pub fn passes(&self, mask: &Mask, pk: i64) -> bool {
-        match self.slot_of.get(&pk) {
-            None => false,
-            Some(&slot) => mask.0.as_ref().is_none_or(|pass| pass[self.groups[slot] as usize]),
-        }
+    /// The pks of the rows passing `mask`.
+    pub fn passing<'a>(&'a self, mask: &'a Mask) -> impl Iterator<Item = i64> + 'a {
+        self.pks
+            .iter()
+            .zip(&self.groups)
+            .filter(move |&(_, &group)| mask.0.as_ref().is_none_or(|pass| pass[group as usize]))
+            .map(|(&pk, _)| pk)
     }
 
     /// The `k` rows passing `mask` with the smallest cosine distance to
@@ -298,9 +299,8 @@ mod tests {
         assert!(hits[0].1.abs() < 1e-6);
         let only_a = ix.mask(&SearchFilter { organization: "a".into(), ..Default::default() });
         assert_eq!(ix.nearest(&[0.0, 1.0], 5, &only_a).iter().map(|h| h.0).collect::<Vec<_>>(), [3]);
-        assert!(ix.passes(&only_a, 3));
-        assert!(!ix.passes(&only_a, 1));
-        assert!(!ix.passes(&all, 2));
+        assert_eq!(ix.passing(&only_a).collect::<Vec<_>>(), [3]);
+        assert_eq!(ix.passing(&all).collect::<Vec<_>>(), [1, 3]);
     }
 
     #[test]

@@ -47,11 +47,13 @@
 //! **Lexical and hybrid search.** [`EmbeddedStore::lexical_search`] ranks
 //! with FTS5's BM25 over the documents (plus camelCase parts of identifiers),
 //! any query word matching, filtering before the cut-off like vector search.
-//! FTS5 scores every matching row, so its cost grows with how many chunks
-//! hold the query's words; words in at least half of the chunks, whose IDF
-//! FTS5 clamps to 1e-6, are left out of the first pass (see
-//! `lexical_hits`), which makes stop words cheap but leaves mid-frequency
-//! words at full cost (about 0.5 µs per matching chunk).
+//! Words in at least half of the chunks, whose IDF FTS5 clamps to 1e-6, are
+//! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
+//! shortcut (about 0.5 µs of `bm25()` per matching chunk, then a sort), so
+//! `lexical.rs` hands it only the rows that pass the filter, and first only
+//! those holding a rare word, proving with BM25's per-word bound that no
+//! other row can reach the top (MaxScore); the answer, scores included, is
+//! exactly that of scoring every match.
 //! [`EmbeddedStore::hybrid_search`] fuses the vector and lexical rankings by
 //! reciprocal-rank fusion: each list is taken to depth
 //! `max(k, HYBRID_MIN_DEPTH)` and a chunk scores `Σ 1 / (RRF_K + rank)` over
@@ -65,8 +67,14 @@
 mod error;
 mod fts;
 mod index;
+mod lexical;
 mod registry;
 mod schema;
+
+/// The bench's corpus generator, for the equivalence test on a bench store.
+#[cfg(test)]
+#[path = "../benches/common/mod.rs"]
+mod bench_corpus;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -278,6 +286,7 @@ impl EmbeddedStore {
                  PRAGMA query_only = ON;",
             )
             .map_err(err(OPEN_OPERATION))?;
+        lexical::register(&reader).map_err(err(OPEN_OPERATION))?;
         let data_version = data_version(&conn, OPEN_OPERATION)?;
         let index = load_index(&conn, OPEN_OPERATION)?;
         Ok(EmbeddedStore {
@@ -757,7 +766,8 @@ impl View<'_> {
     /// cannot change the order of rows that match any other term by more than
     /// a few millionths. Those terms are left out of the first pass; only
     /// when it finds fewer than `k` rows does a second pass with every term
-    /// append the rows that match nothing else.
+    /// append the rows that match nothing else. Each pass scores only rows
+    /// that pass the filter and can still reach its top (see `lexical.rs`).
     fn lexical_hits(
         &self,
         reader: &mut Reader,
@@ -772,42 +782,37 @@ impl View<'_> {
         let err = || EmbeddedError::sqlite(QUERY_OPERATION);
         let index = &self.index;
         let rows = index.len() as u64;
-        let mut informative = Vec::with_capacity(terms.len());
+        let mut phrases = Vec::with_capacity(terms.len());
         for term in &terms {
-            if !term.single_token || 2 * reader.document_frequency(&term.text, self.changes).map_err(err())? < rows {
-                informative.push(term);
-            }
+            let document_frequency = match term.single_token {
+                true => Some(reader.document_frequency(&term.text, self.changes).map_err(err())?),
+                false => None,
+            };
+            phrases.push(lexical::Phrase { term, document_frequency });
         }
-        let mask = index.mask(filter);
-        let mut hits: Vec<(i64, f64)> = Vec::with_capacity(k);
-        let mut passes: Vec<Vec<&fts::Term>> = vec![informative.clone()];
-        if informative.len() < terms.len() {
-            passes.push(terms.iter().collect());
+        let informative: Vec<lexical::Phrase<'_>> =
+            phrases.iter().copied().filter(|p| p.document_frequency.is_none_or(|df| 2 * df < rows)).collect();
+        let mut passes = vec![informative];
+        if passes[0].len() < phrases.len() {
+            passes.push(phrases);
         }
         if passes[0].is_empty() {
             passes.remove(0);
         }
-        let mut stmt = reader
-            .conn
-            .prepare_cached(
-                "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score, rowid",
-            )
-            .map_err(err())?;
+        let mut allowed = lexical::RowSet::default();
+        for pk in index.passing(&index.mask(filter)) {
+            allowed.insert(pk);
+        }
+        let mut hits: Vec<(i64, f64)> = Vec::with_capacity(k);
         for pass in passes {
             if hits.len() == k {
                 break;
             }
-            let Some(expression) = fts::match_expression(pass) else { continue };
-            let mut rows = stmt.query([expression]).map_err(err())?;
-            while let Some(row) = rows.next().map_err(err())? {
-                let pk: i64 = row.get(0).map_err(err())?;
-                if index.passes(&mask, pk) && !hits.iter().any(|h| h.0 == pk) {
-                    hits.push((pk, row.get(1).map_err(err())?));
-                    if hits.len() == k {
-                        break;
-                    }
-                }
+            for &(pk, _) in &hits {
+                allowed.remove(pk);
             }
+            let found = lexical::best_rows(&reader.conn, &pass, &allowed, rows, k - hits.len()).map_err(err())?;
+            hits.extend(found);
         }
         Ok(hits)
     }
@@ -956,6 +961,186 @@ fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rr_core::PathGlob;
+    use rr_testkit::Rng;
+
+    /// Lexical search as it was before `lexical.rs`: every match scored and
+    /// sorted, the filter applied to the sorted rows. The reference the
+    /// pruned search must equal.
+    fn exhaustive_lexical_hits(
+        view: &View<'_>,
+        reader: &mut Reader,
+        query: &str,
+        filter: &SearchFilter,
+        k: usize,
+    ) -> Vec<(i64, f64)> {
+        let terms = fts::query_terms(query);
+        if terms.is_empty() || k == 0 {
+            return Vec::new();
+        }
+        let rows = view.index.len() as u64;
+        let mut informative = Vec::new();
+        for term in &terms {
+            if !term.single_token || 2 * reader.document_frequency(&term.text, view.changes).unwrap() < rows {
+                informative.push(term);
+            }
+        }
+        let mask = view.index.mask(filter);
+        let allowed: std::collections::HashSet<i64> = view.index.passing(&mask).collect();
+        let mut passes: Vec<Vec<&fts::Term>> = vec![informative.clone()];
+        if informative.len() < terms.len() {
+            passes.push(terms.iter().collect());
+        }
+        let mut stmt = reader
+            .conn
+            .prepare(
+                "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score, rowid",
+            )
+            .unwrap();
+        let mut hits: Vec<(i64, f64)> = Vec::new();
+        for pass in passes {
+            let Some(expression) = fts::match_expression(pass) else { continue };
+            let mut found = stmt.query([expression]).unwrap();
+            while hits.len() < k
+                && let Some(row) = found.next().unwrap()
+            {
+                let pk: i64 = row.get(0).unwrap();
+                if allowed.contains(&pk) && !hits.iter().any(|h| h.0 == pk) {
+                    hits.push((pk, row.get(1).unwrap()));
+                }
+            }
+        }
+        hits
+    }
+
+    /// Words drawn by Zipf's law from common words and made-up camelCase
+    /// and snake_case identifiers, as in the bench, on a small vocabulary.
+    fn word(rng: &mut Rng) -> String {
+        const COMMON: [&str; 8] = ["the", "return", "if", "value", "config", "load", "store", "query"];
+        const SYLLABLES: [&str; 6] = ["ba", "ko", "ri", "zu", "me", "ta"];
+        let rank = (1.0 / (1.0 - (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 0.999)) as usize - 1;
+        if let Some(w) = COMMON.get(rank) {
+            return (*w).to_owned();
+        }
+        let syl = |i: usize| SYLLABLES[(rank / 6usize.pow(i as u32)) % 6];
+        match rank % 3 {
+            0 => format!("{}{}{}{}", syl(0), syl(1), syl(2).to_uppercase(), rank % 7),
+            1 => format!("{}{}_{}{}", syl(0), syl(1), syl(2), rank % 7),
+            _ => format!("{}{}", syl(0), syl(1)),
+        }
+    }
+
+    #[test]
+    fn pruned_lexical_search_equals_scoring_every_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let mut rng = Rng(7);
+        let orgs = ["acme", "globex"];
+        let mut records = Vec::new();
+        for i in 0..3000usize {
+            let (org, repo, branch) = (orgs[i % 2], format!("repo{}", i % 5), ["main", "dev"][i / 7 % 2]);
+            let path =
+                format!("{}/f{}.{}", ["src", "docs", "internal/x"][i / 11 % 3], i / 13, ["rs", "go"][i / 17 % 2]);
+            let words = 5 + rng.below(60);
+            // Every 50th chunk repeats an earlier one, so equal scores occur.
+            let body: Vec<String> = (0..words).map(|_| word(&mut rng)).collect();
+            let body = if i % 50 == 49 { "the value bakoRI3 koba".to_owned() } else { body.join(" ") };
+            let metadata = Metadata {
+                namespace_id: format!("{org}/{repo}@{branch}"),
+                organization: org.into(),
+                repository: repo.clone(),
+                branch: branch.into(),
+                path: path.clone(),
+                ..Default::default()
+            };
+            records.push(EmbeddedChunk {
+                chunk: Chunk {
+                    id: format!("c{i}"),
+                    document: format!("Source: {org}/{repo}@{branch}:{path}\n\n{body}"),
+                    metadata,
+                },
+                embedding: vec![1.0, 0.0],
+            });
+        }
+        for batch in records.chunks(500) {
+            store.upsert_chunks(batch).unwrap();
+        }
+        store.delete_chunks(&["c10".into(), "c11".into()]).unwrap();
+        let filters = [
+            SearchFilter::default(),
+            SearchFilter { organization: "acme".into(), repository: "repo2".into(), ..Default::default() },
+            SearchFilter { branch: "dev".into(), path: PathGlob::new("**/*.go"), ..Default::default() },
+            SearchFilter { organization: "globex".into(), path: PathGlob::new("docs/*"), ..Default::default() },
+            SearchFilter { organization: "nobody".into(), ..Default::default() },
+        ];
+        for scale in [1.0, 3.0, 1e9] {
+            lexical::tests::TARGET_SCALE.set(scale);
+            lexical::tests::ROUNDS.set((0, 0));
+            let checked = compare_lexical(&store, &filters, &mut Rng(11));
+            assert!(checked > 200, "only {checked} searches found anything");
+            let (pruned, fell_back) = lexical::tests::ROUNDS.get();
+            // Both ways out of the first round are taken.
+            assert!(pruned > 20, "scale {scale}: {pruned} final first rounds");
+            assert!(scale == 1.0 || fell_back > 5, "scale {scale}: {fell_back} fallbacks");
+        }
+    }
+
+    /// The comparison above on a store the bench kept
+    /// (`RR_BENCH_KEEP_DIR=DIR cargo bench -p rr-embedded --bench search`),
+    /// with the bench's query words, filters and depths:
+    /// `RR_LEXICAL_CHECK_DIR=DIR/100000 cargo test --release -p rr-embedded -- --ignored`.
+    #[test]
+    #[ignore = "needs a store written by the bench"]
+    fn pruned_lexical_search_equals_scoring_every_row_on_the_bench_store() {
+        let dir = std::env::var("RR_LEXICAL_CHECK_DIR").expect("RR_LEXICAL_CHECK_DIR");
+        let store = EmbeddedStore::open(dir).unwrap();
+        let zipf = crate::bench_corpus::Zipf::new();
+        let words: Vec<String> = (0..crate::bench_corpus::VOCABULARY).map(crate::bench_corpus::word).collect();
+        let mut rng = Rng(3);
+        let source = SearchFilter {
+            organization: "acme".into(),
+            repository: "repo3".into(),
+            branch: "main".into(),
+            ..Default::default()
+        };
+        let mut found = 0;
+        for q in 0..400 {
+            let query = (0..3).map(|_| words[zipf.sample(&mut rng)].as_str()).collect::<Vec<_>>().join(" ");
+            let (filter, k) =
+                if q % 2 == 0 { (SearchFilter::default(), 15) } else { (source.clone(), HYBRID_MIN_DEPTH) };
+            let view = store.view().unwrap();
+            let mut reader = store.reader();
+            let want = exhaustive_lexical_hits(&view, &mut reader, &query, &filter, k);
+            let got = view.lexical_hits(&mut reader, &query, &filter, k).unwrap();
+            assert_eq!(got, want, "query {query:?}, k {k}");
+            found += usize::from(got.len() == k);
+        }
+        let (pruned, fell_back) = lexical::tests::ROUNDS.get();
+        eprintln!("{found} full answers; first round final {pruned} times, fell back {fell_back} times");
+    }
+
+    /// Compares lexical search with the exhaustive one over random queries;
+    /// returns how many found anything.
+    fn compare_lexical(store: &EmbeddedStore, filters: &[SearchFilter], rng: &mut Rng) -> usize {
+        let mut checked = 0;
+        for q in 0..80 {
+            let query = match q {
+                0 => "the value".to_owned(),
+                1 => "the value bakoRI3 koba".to_owned(),
+                _ => (0..1 + q % 4).map(|_| word(rng)).collect::<Vec<_>>().join(" "),
+            };
+            for (f, filter) in filters.iter().enumerate() {
+                let k = [1, 5, 15, 50][(q + f) % 4];
+                let view = store.view().unwrap();
+                let mut reader = store.reader();
+                let want = exhaustive_lexical_hits(&view, &mut reader, &query, filter, k);
+                let got = view.lexical_hits(&mut reader, &query, filter, k).unwrap();
+                assert_eq!(got, want, "query {query:?}, filter {f}, k {k}");
+                checked += usize::from(!want.is_empty());
+            }
+        }
+        checked
+    }
 
     #[test]
     fn rrf_prefers_agreement() {

@@ -1,0 +1,278 @@
+//! Top-k BM25 without scoring every matching row.
+//!
+//! FTS5 computes `bm25()` for every row its MATCH expression yields (about
+//! 0.5 µs a row) and has no top-k shortcut: even `ORDER BY rank` scores and
+//! sorts every match. Two things make a query cheaper while keeping its
+//! answer exactly the same:
+//!
+//! * **Rows are chosen before they are scored.** The rows a query may return
+//!   (those passing the filter, minus those already found) travel as a
+//!   bitmap blob that the `rr_in(set, rowid)` SQL function tests in the
+//!   `WHERE` clause, which SQLite evaluates before the result columns, so
+//!   `bm25()` runs only for rows that pass, and `LIMIT` lets SQLite keep only
+//!   the best rows instead of sorting them all.
+//! * **Rows that cannot reach the top are not scored (MaxScore).** FTS5's
+//!   BM25 is a sum over the expression's phrases of
+//!   `idf · f·(k1+1) / (f + k1·(1 − b + b·D/avgdl))`, and each term is below
+//!   `idf · (k1+1)`. So a row matching only phrases of a set `L` scores below
+//!   `Σ_L idf·(k1+1)`. The query is first scored over the rows matching a
+//!   phrase outside `L` (the rare ones); when its `need`-th best score is
+//!   above that bound, no other row can displace any of them and the answer
+//!   is final. Otherwise every allowed row is scored. Scores always come
+//!   from FTS5 with the whole expression (the IDFs and `avgdl` are those of
+//!   the whole table, whichever rows are scored), so they are bit for bit
+//!   the ones a full scan gives.
+
+use rusqlite::Connection;
+use rusqlite::functions::{Context, FunctionFlags};
+
+use crate::fts::{self, Term};
+
+/// FTS5's `bm25()` constant `k1`; a phrase adds at most `idf · (K1 + 1)`.
+const K1: f64 = 1.2;
+/// Slack on the MaxScore bound for the rounding of FTS5's sum.
+const BOUND_SLACK: f64 = 1e-9;
+/// Rows the rare phrases should offer per row wanted before they alone are
+/// tried (fewer would rarely leave `need` rows above the bound).
+const CANDIDATES_PER_ROW: f64 = 4.0;
+
+/// Name of the SQL function testing a [`RowSet`] blob.
+const ROW_SET_FUNCTION: &str = "rr_in";
+
+/// Registers `rr_in(set, rowid)` on `conn`.
+pub(crate) fn register(conn: &Connection) -> rusqlite::Result<()> {
+    conn.create_scalar_function(
+        ROW_SET_FUNCTION,
+        2,
+        FunctionFlags::SQLITE_UTF8 | FunctionFlags::SQLITE_DETERMINISTIC,
+        |ctx: &Context<'_>| {
+            let bits = ctx.get_raw(0).as_blob().unwrap_or(&[]);
+            let pk: i64 = ctx.get(1)?;
+            Ok(RowSet::test(bits, pk))
+        },
+    )
+}
+
+/// A set of chunk pks, as a bitmap.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct RowSet {
+    bits: Vec<u8>,
+    len: usize,
+}
+
+impl RowSet {
+    pub fn insert(&mut self, pk: i64) {
+        // pks are SQLite's automatic row ids, from 1 up.
+        let Ok(i) = usize::try_from(pk) else { return };
+        if i / 8 >= self.bits.len() {
+            self.bits.resize(i / 8 + 1, 0);
+        }
+        let bit = 1u8 << (i % 8);
+        if self.bits[i / 8] & bit == 0 {
+            self.bits[i / 8] |= bit;
+            self.len += 1;
+        }
+    }
+
+    pub fn remove(&mut self, pk: i64) {
+        if self.contains(pk) {
+            let i = pk as usize;
+            self.bits[i / 8] &= !(1u8 << (i % 8));
+            self.len -= 1;
+        }
+    }
+
+    pub fn contains(&self, pk: i64) -> bool {
+        Self::test(&self.bits, pk)
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn test(bits: &[u8], pk: i64) -> bool {
+        usize::try_from(pk).is_ok_and(|i| bits.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) != 0))
+    }
+}
+
+/// One phrase of a match expression, with the number of rows holding it
+/// when known (single tokens, from FTS5's vocabulary).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Phrase<'a> {
+    pub term: &'a Term,
+    pub document_frequency: Option<u64>,
+}
+
+/// FTS5's IDF for a phrase found in `hits` of `rows` rows.
+fn idf(rows: u64, hits: u64) -> f64 {
+    let idf = ((rows as f64 - hits as f64 + 0.5) / (hits as f64 + 0.5)).ln();
+    if idf <= 0.0 { 1e-6 } else { idf }
+}
+
+/// Which phrases are scored first, and the bound on every other row.
+#[derive(Debug, PartialEq)]
+struct Plan<'a> {
+    /// Rows matching one of these are scored.
+    essential: Vec<&'a Term>,
+    /// A row matching none of them scores (as `-bm25()`) below this.
+    bound: f64,
+}
+
+/// Picks the set `L` of phrases left out of the first round: the most
+/// frequent single tokens whose bounds add up to less than the best IDF
+/// (what a row holding the rarest token once about scores), keeping enough
+/// rare phrases that the first round likely finds `need` rows. `None` when
+/// nothing can be left out.
+fn plan<'a>(phrases: &[Phrase<'a>], rows: u64, allowed: usize, need: usize) -> Option<Plan<'a>> {
+    if rows == 0 {
+        return None;
+    }
+    let mut optional: Vec<(usize, f64, u64)> = phrases
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| p.document_frequency.map(|df| (i, idf(rows, df) * (K1 + 1.0), df)))
+        .collect();
+    optional.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let target = optional.iter().map(|o| o.1 / (K1 + 1.0)).fold(0.0, f64::max);
+    #[cfg(test)]
+    let target = target * tests::TARGET_SCALE.get();
+    let mut cut = 0;
+    let mut sum = 0.0;
+    while cut < optional.len() && sum + optional[cut].1 < target {
+        sum += optional[cut].1;
+        cut += 1;
+    }
+    let fraction = allowed as f64 / rows as f64;
+    let expected = |cut: usize| optional[cut..].iter().map(|o| o.2 as f64 * fraction).sum::<f64>();
+    while cut > 0 && expected(cut) < CANDIDATES_PER_ROW * need as f64 {
+        cut -= 1;
+    }
+    if cut == 0 {
+        return None;
+    }
+    let left_out: Vec<usize> = optional[..cut].iter().map(|o| o.0).collect();
+    let bound = optional[..cut].iter().map(|o| o.1).sum::<f64>() * (1.0 + BOUND_SLACK);
+    let essential = phrases.iter().enumerate().filter(|(i, _)| !left_out.contains(i)).map(|(_, p)| p.term).collect();
+    Some(Plan { essential, bound })
+}
+
+/// The `need` rows of `allowed` that best match any of `phrases`, by
+/// `bm25()` of the whole expression then rowid: exactly what scoring every
+/// allowed row would give. `rows` is the number of rows in the table.
+pub(crate) fn best_rows(
+    conn: &Connection,
+    phrases: &[Phrase<'_>],
+    allowed: &RowSet,
+    rows: u64,
+    need: usize,
+) -> rusqlite::Result<Vec<(i64, f64)>> {
+    let Some(expression) = fts::match_expression(phrases.iter().map(|p| p.term)) else { return Ok(Vec::new()) };
+    if need == 0 || allowed.len() == 0 {
+        return Ok(Vec::new());
+    }
+    if let Some(plan) = plan(phrases, rows, allowed.len(), need)
+        && let Some(essential) = fts::match_expression(plan.essential.iter().copied())
+    {
+        let mut candidates = RowSet::default();
+        let mut stmt = conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1")?;
+        let mut matched = stmt.query([essential])?;
+        while let Some(row) = matched.next()? {
+            let pk: i64 = row.get(0)?;
+            if allowed.contains(pk) {
+                candidates.insert(pk);
+            }
+        }
+        let hits = scored(conn, &expression, &candidates, need)?;
+        if hits.len() == need && hits.last().is_some_and(|&(_, score)| -score > plan.bound) {
+            #[cfg(test)]
+            tests::count(true);
+            return Ok(hits);
+        }
+        #[cfg(test)]
+        tests::count(false);
+    }
+    scored(conn, &expression, allowed, need)
+}
+
+/// The `need` best rows of `set` matching `expression`.
+fn scored(conn: &Connection, expression: &str, set: &RowSet, need: usize) -> rusqlite::Result<Vec<(i64, f64)>> {
+    if set.len() == 0 {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts
+         WHERE chunks_fts MATCH ?1 AND rr_in(?2, rowid) ORDER BY score, rowid LIMIT ?3",
+    )?;
+    let rows = stmt.query_map(rusqlite::params![expression, set.bits, need as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    rows.collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// Scales the estimate of the best score, so tests can make the
+        /// first round leave out too much and fall back.
+        pub(crate) static TARGET_SCALE: Cell<f64> = const { Cell::new(1.0) };
+        /// First rounds that were final, and that were not.
+        pub(crate) static ROUNDS: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+    }
+
+    pub(crate) fn count(final_round: bool) {
+        ROUNDS.with(|r| {
+            let (ok, fallback) = r.get();
+            r.set(if final_round { (ok + 1, fallback) } else { (ok, fallback + 1) });
+        });
+    }
+
+    fn term(text: &str) -> Term {
+        Term { text: text.into(), single_token: !text.contains('_') }
+    }
+
+    #[test]
+    fn row_set_counts_and_tests_members() {
+        let mut set = RowSet::default();
+        for pk in [1, 9, 9, 64, -3] {
+            set.insert(pk);
+        }
+        assert_eq!(set.len(), 3);
+        assert!(set.contains(9) && set.contains(64) && !set.contains(8) && !set.contains(-3) && !set.contains(1000));
+        set.remove(9);
+        set.remove(10);
+        assert_eq!(set.len(), 2);
+        assert!(!set.contains(9));
+        assert!(!RowSet::test(&[], 0));
+    }
+
+    #[test]
+    fn idf_matches_fts5() {
+        assert_eq!(idf(100, 10), (90.5f64 / 10.5).ln());
+        assert_eq!(idf(100, 60), 1e-6);
+    }
+
+    #[test]
+    fn plan_leaves_out_frequent_tokens_whose_bound_stays_below_the_rarest() {
+        let (rare, mid, common, snake) = (term("bakori42"), term("bako"), term("42"), term("bako_ri43"));
+        let phrases = [
+            Phrase { term: &rare, document_frequency: Some(50) },
+            Phrase { term: &mid, document_frequency: Some(12_000) },
+            Phrase { term: &common, document_frequency: Some(30_000) },
+            Phrase { term: &snake, document_frequency: None },
+        ];
+        let bound = |dfs: &[u64]| dfs.iter().map(|&df| idf(100_000, df) * 2.2).sum::<f64>() * (1.0 + BOUND_SLACK);
+        let plan = plan(&phrases, 100_000, 100_000, 10).unwrap();
+        assert_eq!(plan.essential, [&rare, &snake]);
+        assert_eq!(plan.bound, bound(&[30_000, 12_000]));
+        // The rare token alone would likely not fill the answer, so the next
+        // one is scored too.
+        let plan = super::plan(&phrases, 100_000, 100_000, 15).unwrap();
+        assert_eq!(plan.essential, [&rare, &mid, &snake]);
+        assert_eq!(plan.bound, bound(&[30_000]));
+        assert_eq!(super::plan(&phrases, 100_000, 200, 15), None);
+        // Equally frequent tokens bound each other: nothing is left out.
+        let flat = [phrases[1], Phrase { term: &common, document_frequency: Some(12_000) }];
+        assert_eq!(super::plan(&flat, 100_000, 100_000, 15), None);
+    }
+}
