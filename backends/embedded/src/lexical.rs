@@ -18,7 +18,8 @@
 //!   `Σ_L idf·(k1+1)`. The query is first scored over the rows matching a
 //!   phrase outside `L` (the rare ones); when its `need`-th best score is
 //!   above that bound, no other row can displace any of them and the answer
-//!   is final. Otherwise every allowed row is scored. Scores always come
+//!   is final. Otherwise (or when the filter allows so few rows that scoring
+//!   them all is about as cheap) every allowed row is scored. Scores always come
 //!   from FTS5 with the whole expression (the IDFs and `avgdl` are those of
 //!   the whole table, whichever rows are scored), so they are bit for bit
 //!   the ones a full scan gives.
@@ -35,6 +36,11 @@ const BOUND_SLACK: f64 = 1e-9;
 /// Rows the rare phrases should offer per row wanted before they alone are
 /// tried (fewer would rarely leave `need` rows above the bound).
 const CANDIDATES_PER_ROW: f64 = 4.0;
+
+/// Least share of the table a filter must allow for rounds to be tried:
+/// below it, scoring every allowed row costs little more than one round
+/// (measured with the bench at 100k chunks, a source filter allowing 7%).
+const MIN_PRUNED_FRACTION: f64 = 0.25;
 
 /// Name of the SQL function testing a [`RowSet`] blob.
 const ROW_SET_FUNCTION: &str = "rr_in";
@@ -96,11 +102,13 @@ impl RowSet {
 }
 
 /// One phrase of a match expression, with the number of rows holding it
-/// when known (single tokens, from FTS5's vocabulary).
+/// when known exactly (single tokens, from FTS5's vocabulary), else at most
+/// how many (a phrase of several tokens: its rarest token's count).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Phrase<'a> {
     pub term: &'a Term,
     pub document_frequency: Option<u64>,
+    pub at_most: Option<u64>,
 }
 
 /// FTS5's IDF for a phrase found in `hits` of `rows` rows.
@@ -118,22 +126,37 @@ struct Plan<'a> {
     bound: f64,
 }
 
+/// How much a plan counts on the best rows scoring.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Expect {
+    /// As much as a row holding each phrase once: the rows holding a rare
+    /// identifier usually hold its camelCase parts too.
+    Every,
+    /// As much as a row holding the rarest phrase once.
+    Rarest,
+}
+
 /// Picks the set `L` of phrases left out of the first round: the most
-/// frequent single tokens whose bounds add up to less than the best IDF
-/// (what a row holding the rarest token once about scores), keeping enough
-/// rare phrases that the first round likely finds `need` rows. `None` when
-/// nothing can be left out.
-fn plan<'a>(phrases: &[Phrase<'a>], rows: u64, allowed: usize, need: usize) -> Option<Plan<'a>> {
+/// frequent single tokens whose bounds add up to less than what the best
+/// rows are expected to score, keeping enough rare phrases that the round
+/// likely finds `need` rows. `None` when nothing can be left out.
+fn plan<'a>(phrases: &[Phrase<'a>], rows: u64, allowed: usize, need: usize, expect: Expect) -> Option<Plan<'a>> {
     if rows == 0 {
         return None;
     }
+    // (index, bound, document frequency) of the phrases `L` may take.
     let mut optional: Vec<(usize, f64, u64)> = phrases
         .iter()
         .enumerate()
         .filter_map(|(i, p)| p.document_frequency.map(|df| (i, idf(rows, df) * (K1 + 1.0), df)))
         .collect();
     optional.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
-    let target = optional.iter().map(|o| o.1 / (K1 + 1.0)).fold(0.0, f64::max);
+    // A phrase's IDF once (g(1, avgdl) = 1), from at most its frequency.
+    let idfs = phrases.iter().filter_map(|p| p.document_frequency.or(p.at_most)).map(|df| idf(rows, df));
+    let target = match expect {
+        Expect::Every => idfs.sum::<f64>(),
+        Expect::Rarest => idfs.fold(0.0, f64::max),
+    };
     #[cfg(test)]
     let target = target * tests::TARGET_SCALE.get();
     let mut cut = 0;
@@ -143,14 +166,19 @@ fn plan<'a>(phrases: &[Phrase<'a>], rows: u64, allowed: usize, need: usize) -> O
         cut += 1;
     }
     let fraction = allowed as f64 / rows as f64;
-    let expected = |cut: usize| optional[cut..].iter().map(|o| o.2 as f64 * fraction).sum::<f64>();
+    let left_out = |cut: usize| -> Vec<usize> { optional[..cut].iter().map(|o| o.0).collect() };
+    let expected = |cut: usize| {
+        let left_out = left_out(cut);
+        let essential = phrases.iter().enumerate().filter(|(i, _)| !left_out.contains(i));
+        essential.map(|(_, p)| p.document_frequency.or(p.at_most).unwrap_or(0) as f64 * fraction).sum::<f64>()
+    };
     while cut > 0 && expected(cut) < CANDIDATES_PER_ROW * need as f64 {
         cut -= 1;
     }
     if cut == 0 {
         return None;
     }
-    let left_out: Vec<usize> = optional[..cut].iter().map(|o| o.0).collect();
+    let left_out = left_out(cut);
     let bound = optional[..cut].iter().map(|o| o.1).sum::<f64>() * (1.0 + BOUND_SLACK);
     let essential = phrases.iter().enumerate().filter(|(i, _)| !left_out.contains(i)).map(|(_, p)| p.term).collect();
     Some(Plan { essential, bound })
@@ -170,9 +198,21 @@ pub(crate) fn best_rows(
     if need == 0 || allowed.len() == 0 {
         return Ok(Vec::new());
     }
-    if let Some(plan) = plan(phrases, rows, allowed.len(), need)
-        && let Some(essential) = fts::match_expression(plan.essential.iter().copied())
-    {
+    // A round walks every match and recomputes the IDFs like a full scan,
+    // and only saves `bm25()` calls, so it pays when the filter allows many
+    // rows; an optimistic plan is tried first and a cautious one second.
+    let plans: &[Expect] = match allowed.len() as f64 >= MIN_PRUNED_FRACTION * rows as f64 {
+        true => &[Expect::Every, Expect::Rarest],
+        false => &[],
+    };
+    let mut tried: Vec<&Term> = Vec::new();
+    for &expect in plans {
+        let Some(plan) = plan(phrases, rows, allowed.len(), need, expect) else { continue };
+        if plan.essential == tried {
+            continue;
+        }
+        let Some(essential) = fts::match_expression(plan.essential.iter().copied()) else { continue };
+        tried = plan.essential;
         let mut candidates = RowSet::default();
         let mut stmt = conn.prepare_cached("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ?1")?;
         let mut matched = stmt.query([essential])?;
@@ -253,26 +293,37 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn plan_leaves_out_frequent_tokens_whose_bound_stays_below_the_rarest() {
+    fn plan_leaves_out_frequent_tokens_whose_bound_stays_below_the_expected_best() {
         let (rare, mid, common, snake) = (term("bakori42"), term("bako"), term("42"), term("bako_ri43"));
-        let phrases = [
-            Phrase { term: &rare, document_frequency: Some(50) },
-            Phrase { term: &mid, document_frequency: Some(12_000) },
-            Phrase { term: &common, document_frequency: Some(30_000) },
-            Phrase { term: &snake, document_frequency: None },
-        ];
+        let phrase = |term, df| Phrase { term, document_frequency: Some(df), at_most: None };
+        let snake_phrase = Phrase { term: &snake, document_frequency: None, at_most: None };
+        let phrases = [phrase(&rare, 50), phrase(&mid, 12_000), phrase(&common, 30_000), snake_phrase];
         let bound = |dfs: &[u64]| dfs.iter().map(|&df| idf(100_000, df) * 2.2).sum::<f64>() * (1.0 + BOUND_SLACK);
-        let plan = plan(&phrases, 100_000, 100_000, 10).unwrap();
+        let plan = plan(&phrases, 100_000, 100_000, 10, Expect::Rarest).unwrap();
         assert_eq!(plan.essential, [&rare, &snake]);
         assert_eq!(plan.bound, bound(&[30_000, 12_000]));
         // The rare token alone would likely not fill the answer, so the next
         // one is scored too.
-        let plan = super::plan(&phrases, 100_000, 100_000, 15).unwrap();
+        let plan = super::plan(&phrases, 100_000, 100_000, 15, Expect::Rarest).unwrap();
         assert_eq!(plan.essential, [&rare, &mid, &snake]);
         assert_eq!(plan.bound, bound(&[30_000]));
-        assert_eq!(super::plan(&phrases, 100_000, 200, 15), None);
+        assert_eq!(super::plan(&phrases, 100_000, 200, 15, Expect::Rarest), None);
         // Equally frequent tokens bound each other: nothing is left out.
-        let flat = [phrases[1], Phrase { term: &common, document_frequency: Some(12_000) }];
-        assert_eq!(super::plan(&flat, 100_000, 100_000, 15), None);
+        let flat = [phrases[1], phrase(&common, 12_000)];
+        assert_eq!(super::plan(&flat, 100_000, 100_000, 15, Expect::Rarest), None);
+
+        // A less rare token: only the optimistic plan leaves `bako` out.
+        let phrases = [phrase(&rare, 2000), phrase(&mid, 12_000), phrase(&common, 30_000), snake_phrase];
+        let cautious = super::plan(&phrases, 100_000, 100_000, 15, Expect::Rarest).unwrap();
+        assert_eq!(cautious.essential, [&rare, &mid, &snake]);
+        let optimistic = super::plan(&phrases, 100_000, 100_000, 15, Expect::Every).unwrap();
+        assert_eq!(optimistic.essential, [&rare, &snake]);
+        assert_eq!(optimistic.bound, bound(&[30_000, 12_000]));
+        // A rare phrase of several tokens raises the expected best score and
+        // offers candidates of its own.
+        let phrases = [phrase(&mid, 12_000), phrase(&common, 30_000), Phrase { at_most: Some(100), ..snake_phrase }];
+        let plan = super::plan(&phrases, 100_000, 100_000, 15, Expect::Rarest).unwrap();
+        assert_eq!(plan.essential, [&snake]);
+        assert_eq!(plan.bound, bound(&[30_000, 12_000]));
     }
 }

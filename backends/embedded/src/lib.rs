@@ -50,10 +50,10 @@
 //! Words in at least half of the chunks, whose IDF FTS5 clamps to 1e-6, are
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
 //! shortcut (about 0.5 µs of `bm25()` per matching chunk, then a sort), so
-//! `lexical.rs` hands it only the rows that pass the filter, and first only
-//! those holding a rare word, proving with BM25's per-word bound that no
-//! other row can reach the top (MaxScore); the answer, scores included, is
-//! exactly that of scoring every match.
+//! `lexical.rs` hands it only the rows that pass the filter and, when they
+//! are many, first only those holding a rare word, proving with BM25's
+//! per-word bound that no other row can reach the top (MaxScore); the
+//! answer, scores included, is exactly that of scoring every match.
 //! [`EmbeddedStore::hybrid_search`] fuses the vector and lexical rankings by
 //! reciprocal-rank fusion: each list is taken to depth
 //! `max(k, HYBRID_MIN_DEPTH)` and a chunk scores `Σ 1 / (RRF_K + rank)` over
@@ -784,11 +784,22 @@ impl View<'_> {
         let rows = index.len() as u64;
         let mut phrases = Vec::with_capacity(terms.len());
         for term in &terms {
-            let document_frequency = match term.single_token {
-                true => Some(reader.document_frequency(&term.text, self.changes).map_err(err())?),
-                false => None,
+            let (document_frequency, at_most) = if term.single_token {
+                (Some(reader.document_frequency(&term.text, self.changes).map_err(err())?), None)
+            } else {
+                // `unicode61` splits `load_config2` into `load` and `config2`.
+                let mut at_most = None;
+                for token in term.text.split('_').filter(|t| !t.is_empty()) {
+                    if !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                        at_most = None;
+                        break;
+                    }
+                    let df = reader.document_frequency(token, self.changes).map_err(err())?;
+                    at_most = Some(at_most.map_or(df, |n: u64| n.min(df)));
+                }
+                (None, at_most)
             };
-            phrases.push(lexical::Phrase { term, document_frequency });
+            phrases.push(lexical::Phrase { term, document_frequency, at_most });
         }
         let informative: Vec<lexical::Phrase<'_>> =
             phrases.iter().copied().filter(|p| p.document_frequency.is_none_or(|df| 2 * df < rows)).collect();
