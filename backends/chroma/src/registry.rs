@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rr_core::registry::{FactoryContext, FactoryError};
 use rr_core::{BackendError, CallContext, Candidate, VectorQuery, VectorStore};
-use rr_http::{HttpClient, HttpSettings};
+use rr_http::HttpClient;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -34,15 +34,6 @@ fn default_tenant() -> String {
 }
 fn default_database() -> String {
     "default_database".into()
-}
-
-/// The shared HTTP client a factory builds from the registry context.
-pub(crate) fn http_client(ctx: &FactoryContext) -> Result<HttpClient, FactoryError> {
-    let mut settings = HttpSettings::new(ctx.user_agent.clone());
-    settings.retry_attempts = ctx.retry_attempts;
-    settings.request_timeout = ctx.request_timeout;
-    settings.secrets = ctx.secrets.clone();
-    HttpClient::new(settings).map_err(|e| FactoryError::new(e.to_string()))
 }
 
 /// A Chroma store that also reports its collection's dimension.
@@ -82,7 +73,7 @@ impl VectorStore for RegisteredChroma {
 fn create(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn VectorStore>, FactoryError> {
     let s: Settings = FactoryError::parse(config)?;
     let token = ctx.optional_secret("token_env", s.token_env.as_deref())?;
-    let http = http_client(ctx)?.with_secret(token.as_deref().unwrap_or_default());
+    let http = rr_http::client_for(ctx)?.with_secret(token.as_deref().unwrap_or_default());
     let inner = ChromaStore::new(
         ChromaConfig {
             server_url: s.url,

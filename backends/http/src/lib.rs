@@ -48,6 +48,16 @@ pub fn bearer(token: &str) -> Option<String> {
     Some(if has_scheme { token.to_owned() } else { format!("Bearer {token}") })
 }
 
+/// The client a registry factory builds: the context's User-Agent, attempts,
+/// per-attempt time-out and known secrets.
+pub fn client_for(ctx: &rr_core::registry::FactoryContext) -> Result<HttpClient, rr_core::registry::FactoryError> {
+    let mut settings = HttpSettings::new(ctx.user_agent.clone());
+    settings.retry_attempts = ctx.retry_attempts;
+    settings.request_timeout = ctx.request_timeout;
+    settings.secrets = ctx.secrets.clone();
+    HttpClient::new(settings).map_err(|e| rr_core::registry::FactoryError::new(e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use rr_core::registry::{FactoryContext, FactoryError};
 use rr_core::{BackendError, CallContext, Embedder};
-use rr_http::{HttpClient, HttpSettings};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -48,11 +47,7 @@ impl Embedder for Registered {
 fn create(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn Embedder>, FactoryError> {
     let s: Settings = FactoryError::parse(config)?;
     let api_key = ctx.optional_secret("api_key_env", s.api_key_env.as_deref())?;
-    let mut settings = HttpSettings::new(ctx.user_agent.clone());
-    settings.retry_attempts = ctx.retry_attempts;
-    settings.request_timeout = ctx.request_timeout;
-    settings.secrets = ctx.secrets.clone();
-    let http = HttpClient::new(settings).map_err(|e| FactoryError::new(e.to_string()))?;
+    let http = rr_http::client_for(ctx)?;
     let inner = OpenAiEmbedder::new(OpenAiEmbedderConfig { api_url: s.api_url, model: s.model, api_key }, http);
     Ok(Arc::new(Registered { inner, dimension: s.dimension }))
 }

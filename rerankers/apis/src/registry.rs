@@ -21,7 +21,6 @@ use std::sync::Arc;
 
 use rr_core::Reranker;
 use rr_core::registry::{FactoryContext, FactoryError};
-use rr_http::{HttpClient, HttpSettings};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -30,14 +29,6 @@ use crate::{
     DEFAULT_MAX_CONCURRENT_BATCHES, DEFAULT_VOYAGE_URL, JinaConfig, JinaReranker, TeiConfig, TeiReranker, VoyageConfig,
     VoyageReranker,
 };
-
-fn http_client(ctx: &FactoryContext) -> Result<HttpClient, FactoryError> {
-    let mut settings = HttpSettings::new(ctx.user_agent.clone());
-    settings.retry_attempts = ctx.retry_attempts;
-    settings.request_timeout = ctx.request_timeout;
-    settings.secrets = ctx.secrets.clone();
-    HttpClient::new(settings).map_err(|e| FactoryError::new(e.to_string()))
-}
 
 /// Refuses what cannot be a URL now, rather than at the first search.
 fn checked_url(api_url: String) -> Result<String, FactoryError> {
@@ -96,7 +87,7 @@ fn create_cohere(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn Reranke
     }
     let connection = hosted(s.api_url, &s.api_key_env, ctx)?;
     let config = CohereConfig { connection, model: s.model, max_tokens_per_doc: s.max_tokens_per_doc };
-    Ok(Arc::new(CohereReranker::new(config, http_client(ctx)?)))
+    Ok(Arc::new(CohereReranker::new(config, rr_http::client_for(ctx)?)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -111,7 +102,7 @@ struct JinaSettings {
 fn create_jina(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn Reranker>, FactoryError> {
     let s: JinaSettings = FactoryError::parse(config)?;
     let connection = hosted(s.api_url, &s.api_key_env, ctx)?;
-    Ok(Arc::new(JinaReranker::new(JinaConfig { connection, model: s.model }, http_client(ctx)?)))
+    Ok(Arc::new(JinaReranker::new(JinaConfig { connection, model: s.model }, rr_http::client_for(ctx)?)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -129,7 +120,7 @@ fn create_voyage(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn Reranke
     let s: VoyageSettings = FactoryError::parse(config)?;
     let connection = hosted(s.api_url, &s.api_key_env, ctx)?;
     let config = VoyageConfig { connection, model: s.model, truncation: s.truncation };
-    Ok(Arc::new(VoyageReranker::new(config, http_client(ctx)?)))
+    Ok(Arc::new(VoyageReranker::new(config, rr_http::client_for(ctx)?)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -158,7 +149,7 @@ fn create_tei(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn Reranker>,
         max_batch_size: at_least_one("max_batch_size", s.max_batch_size)?,
         max_concurrent_batches: at_least_one("max_concurrent_batches", s.max_concurrent_batches)?,
     };
-    Ok(Arc::new(TeiReranker::new(config, http_client(ctx)?)))
+    Ok(Arc::new(TeiReranker::new(config, rr_http::client_for(ctx)?)))
 }
 
 rr_core::register_plugin!(reranker "cohere", create_cohere);

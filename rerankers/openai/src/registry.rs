@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use rr_core::Reranker;
 use rr_core::registry::{FactoryContext, FactoryError};
-use rr_http::{HttpClient, HttpSettings};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -25,11 +24,7 @@ struct Settings {
 fn create(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn Reranker>, FactoryError> {
     let s: Settings = FactoryError::parse(config)?;
     let api_key = ctx.optional_secret("api_key_env", s.api_key_env.as_deref())?;
-    let mut settings = HttpSettings::new(ctx.user_agent.clone());
-    settings.retry_attempts = ctx.retry_attempts;
-    settings.request_timeout = ctx.request_timeout;
-    settings.secrets = ctx.secrets.clone();
-    let http = HttpClient::new(settings).map_err(|e| FactoryError::new(e.to_string()))?;
+    let http = rr_http::client_for(ctx)?;
     Ok(Arc::new(OpenAiReranker::new(OpenAiRerankerConfig { api_url: s.api_url, model: s.model, api_key }, http)))
 }
 
