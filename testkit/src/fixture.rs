@@ -34,6 +34,12 @@ pub fn fixture_records() -> &'static [Value] {
     })
 }
 
+/// A fixture record's `embedding`, as the `f32`s stores hold.
+pub fn record_embedding(record: &Value) -> Vec<f32> {
+    let values = record["embedding"].as_array().expect("record has an embedding array");
+    values.iter().map(|v| v.as_f64().expect("embedding values are numbers") as f32).collect()
+}
+
 /// Copies the folder `from` into `to` (created if missing), recursively.
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap_or_else(|e| panic!("create {}: {e}", to.display()));

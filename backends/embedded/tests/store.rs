@@ -16,15 +16,12 @@ use rr_hash_embed::HashEmbedder;
 // ---------------------------------------------------------------- helpers
 
 fn fixture() -> Vec<EmbeddedChunk> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/records.jsonl");
-    let text = std::fs::read_to_string(path).expect("testdata/records.jsonl");
-    text.lines()
-        .map(|line| {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let chunk: Chunk = serde_json::from_value(v.clone()).unwrap();
-            let embedding =
-                v["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect::<Vec<f32>>();
-            EmbeddedChunk { chunk, embedding }
+    let records = rr_testkit::fixture_records();
+    records
+        .iter()
+        .map(|r| EmbeddedChunk {
+            chunk: serde_json::from_value(r.clone()).unwrap(),
+            embedding: rr_testkit::record_embedding(r),
         })
         .collect()
 }

@@ -5,16 +5,8 @@ use rr_core::{CallContext, Embedder};
 use rr_hash_embed::HashEmbedder;
 
 fn fixture() -> Vec<(String, Vec<f32>)> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/records.jsonl");
-    let text = std::fs::read_to_string(path).expect("testdata/records.jsonl");
-    text.lines()
-        .map(|line| {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let document = v["document"].as_str().unwrap().to_owned();
-            let embedding = v["embedding"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
-            (document, embedding)
-        })
-        .collect()
+    let records = rr_testkit::fixture_records();
+    records.iter().map(|r| (r["document"].as_str().unwrap().to_owned(), rr_testkit::record_embedding(r))).collect()
 }
 
 #[tokio::test]

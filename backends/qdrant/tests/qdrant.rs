@@ -26,17 +26,10 @@ fn qdrant_url() -> Option<String> {
 }
 
 fn fixture() -> Vec<Value> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../testdata/records.jsonl");
-    let text = std::fs::read_to_string(path).expect("read testdata/records.jsonl");
-    let records: Vec<Value> =
-        text.lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(records.len(), 89);
-    records
+    rr_testkit::fixture_records().to_vec()
 }
 
-fn embedding(record: &Value) -> Vec<f32> {
-    record["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect()
-}
+use rr_testkit::record_embedding as embedding;
 
 /// A stable UUID for a record id (Qdrant ids are UUIDs or integers).
 fn point_uuid(id: &str) -> String {
