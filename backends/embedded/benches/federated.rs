@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rr_core::{
-    BackendError, CallContext, Candidate, Chunk, EmbeddedChunk, Embedder, FederatedEngine, FederatedStore, Metadata,
-    PipelineOptions, RerankOptions, SearchArgs, SearchEngine, VectorQuery, VectorStore,
+    BackendError, CallContext, Candidate, EmbeddedChunk, Embedder, FederatedEngine, FederatedStore, PipelineOptions,
+    RerankOptions, SearchArgs, SearchEngine, VectorQuery, VectorStore,
 };
 use rr_embedded::{EmbeddedStore, MAX_BATCH_SIZE};
 use rr_hash_embed::HashEmbedder;
@@ -34,61 +34,7 @@ mod common;
 
 use common::*;
 
-const REPOSITORIES: usize = 12;
 const LIMITS: [usize; 2] = [5, 20];
-
-/// `n` chunks with the repository index (0..12) each belongs to.
-fn generate(
-    n: usize,
-    rng: &mut Rng,
-    zipf: &Zipf,
-    words: &[String],
-    embedder: &HashEmbedder,
-) -> Vec<(usize, EmbeddedChunk)> {
-    let mut out = Vec::with_capacity(n);
-    let mut file = 0usize;
-    while out.len() < n {
-        let org = ORGS[file % ORGS.len()];
-        let repo_index = file % REPOSITORIES;
-        let repo = format!("repo{repo_index}");
-        let branch = if file.is_multiple_of(5) { "dev" } else { "main" };
-        let (ext, file_type) = EXTS[rng.below(EXTS.len())];
-        let path = format!("{}/module{}/file{file}.{ext}", DIRS[rng.below(DIRS.len())], rng.below(50));
-        let chunks = 5 + rng.below(11);
-        for i in 0..chunks.min(n - out.len()) {
-            let body: Vec<&str> = (0..100).map(|_| words[zipf.sample(rng)].as_str()).collect();
-            let namespace_id = format!("{org}/{repo}@{branch}");
-            let document = format!("Source: {namespace_id}:{path}\nType: {file_type}\n\n{}", body.join(" "));
-            let embedding = embedder.embed_text(&document);
-            out.push((
-                repo_index,
-                EmbeddedChunk {
-                    chunk: Chunk {
-                        id: format!("{namespace_id}:{path}:{i}"),
-                        document,
-                        metadata: Metadata {
-                            schema_version: 1,
-                            namespace_id,
-                            organization: org.into(),
-                            repository: repo.clone(),
-                            branch: branch.into(),
-                            path: path.clone(),
-                            file_type: file_type.into(),
-                            chunk_index: i as i64,
-                            chunk_count: chunks as i64,
-                            start_line: 1 + 20 * i as i64,
-                            end_line: 20 + 20 * i as i64,
-                            ..Default::default()
-                        },
-                    },
-                    embedding,
-                },
-            ));
-        }
-        file += 1;
-    }
-    out
-}
 
 /// A store that records how long its last `query` took.
 struct Timed {
@@ -191,7 +137,7 @@ fn main() {
     let words: Vec<String> = (0..VOCABULARY).map(word).collect();
     let mut rng = Rng(0x5eed_fed0 + n as u64);
     let t = Instant::now();
-    let chunks = generate(n, &mut rng, &zipf, &words, &embedder);
+    let chunks = generate(n, &mut rng, &zipf, &words, |_, document| embedder.embed_text(document));
     let generated = t.elapsed();
     // Three words drawn like the text's: most queries mix a word found in
     // most chunks with a rarer identifier or two.

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rr_core::{Chunk, EmbeddedChunk, Metadata, PathGlob, SearchFilter};
+use rr_core::{EmbeddedChunk, PathGlob, SearchFilter};
 use rr_embedded::{EmbeddedStore, MAX_BATCH_SIZE};
 
 mod common;
@@ -24,46 +24,6 @@ use common::*;
 
 const QUERIES: usize = 200;
 const K: usize = 15;
-
-fn generate(n: usize, rng: &mut Rng, zipf: &Zipf, words: &[String]) -> Vec<EmbeddedChunk> {
-    let mut out = Vec::with_capacity(n);
-    let mut file = 0usize;
-    while out.len() < n {
-        let org = ORGS[file % 3];
-        let repo = format!("repo{}", file % 12);
-        let branch = if file.is_multiple_of(5) { "dev" } else { "main" };
-        let (ext, file_type) = EXTS[rng.below(EXTS.len())];
-        let path = format!("{}/module{}/file{file}.{ext}", DIRS[rng.below(DIRS.len())], rng.below(50));
-        let chunks = 5 + rng.below(11);
-        for i in 0..chunks.min(n - out.len()) {
-            let body: Vec<&str> = (0..100).map(|_| words[zipf.sample(rng)].as_str()).collect();
-            let namespace_id = format!("{org}/{repo}@{branch}");
-            out.push(EmbeddedChunk {
-                chunk: Chunk {
-                    id: format!("{namespace_id}:{path}:{i}"),
-                    document: format!("Source: {namespace_id}:{path}\nType: {file_type}\n\n{}", body.join(" ")),
-                    metadata: Metadata {
-                        schema_version: 1,
-                        namespace_id,
-                        organization: org.into(),
-                        repository: repo.clone(),
-                        branch: branch.into(),
-                        path: path.clone(),
-                        file_type: file_type.into(),
-                        chunk_index: i as i64,
-                        chunk_count: chunks as i64,
-                        start_line: 1 + 20 * i as i64,
-                        end_line: 20 + 20 * i as i64,
-                        ..Default::default()
-                    },
-                },
-                embedding: rng.unit_vector(DIM),
-            });
-        }
-        file += 1;
-    }
-    out
-}
 
 /// Resident memory in MiB; NaN where `/proc` has none.
 fn rss_mib() -> f64 {
@@ -190,7 +150,8 @@ fn written_store(n: usize, zipf: &Zipf, words: &[String]) -> (StoreDir, Option<D
         None => StoreDir::Temp(tempfile::tempdir().unwrap()),
     };
     let mut rng = Rng(0x5eed_0000 + n as u64);
-    let records = generate(n, &mut rng, zipf, words);
+    let records: Vec<EmbeddedChunk> =
+        generate(n, &mut rng, zipf, words, |rng, _| rng.unit_vector(DIM)).into_iter().map(|(_, c)| c).collect();
     let store = EmbeddedStore::open(dir.path()).unwrap();
     let t = Instant::now();
     for batch in records.chunks(MAX_BATCH_SIZE) {

@@ -9,6 +9,11 @@ pub const DIM: usize = 256;
 
 pub use rr_testkit::Rng;
 
+use rr_core::{Chunk, EmbeddedChunk, Metadata};
+
+/// Repositories of the corpus (`repo0` … `repo11`), spread over [`ORGS`].
+pub const REPOSITORIES: usize = 12;
+
 pub const ORGS: [&str; 3] = ["acme", "globex", "initech"];
 pub const DIRS: [&str; 8] =
     ["src", "internal/store", "internal/config", "cmd/server", "docs", "web/app", "pkg/api", "tests"];
@@ -76,4 +81,53 @@ impl Zipf {
         let x = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * self.0[self.0.len() - 1];
         self.0.partition_point(|&c| c < x).min(self.0.len() - 1)
     }
+}
+
+/// `n` chunks of 100 Zipf-drawn words each, in files of 5 to 15 chunks, with
+/// the index (0..[`REPOSITORIES`]) of the repository each belongs to. `embed`
+/// makes a chunk's vector from the generator's random source and its
+/// document, after the words are drawn, so a bench drawing random vectors
+/// and one embedding the text see the same documents.
+pub fn generate(
+    n: usize,
+    rng: &mut Rng,
+    zipf: &Zipf,
+    words: &[String],
+    mut embed: impl FnMut(&mut Rng, &str) -> Vec<f32>,
+) -> Vec<(usize, EmbeddedChunk)> {
+    let mut out = Vec::with_capacity(n);
+    let mut file = 0usize;
+    while out.len() < n {
+        let org = ORGS[file % ORGS.len()];
+        let repo_index = file % REPOSITORIES;
+        let repo = format!("repo{repo_index}");
+        let branch = if file.is_multiple_of(5) { "dev" } else { "main" };
+        let (ext, file_type) = EXTS[rng.below(EXTS.len())];
+        let path = format!("{}/module{}/file{file}.{ext}", DIRS[rng.below(DIRS.len())], rng.below(50));
+        let chunks = 5 + rng.below(11);
+        for i in 0..chunks.min(n - out.len()) {
+            let body: Vec<&str> = (0..100).map(|_| words[zipf.sample(rng)].as_str()).collect();
+            let namespace_id = format!("{org}/{repo}@{branch}");
+            let document = format!("Source: {namespace_id}:{path}\nType: {file_type}\n\n{}", body.join(" "));
+            let embedding = embed(rng, &document);
+            let metadata = Metadata {
+                schema_version: 1,
+                namespace_id: namespace_id.clone(),
+                organization: org.into(),
+                repository: repo.clone(),
+                branch: branch.into(),
+                path: path.clone(),
+                file_type: file_type.into(),
+                chunk_index: i as i64,
+                chunk_count: chunks as i64,
+                start_line: 1 + 20 * i as i64,
+                end_line: 20 + 20 * i as i64,
+                ..Default::default()
+            };
+            let chunk = Chunk { id: format!("{namespace_id}:{path}:{i}"), document, metadata };
+            out.push((repo_index, EmbeddedChunk { chunk, embedding }));
+        }
+        file += 1;
+    }
+    out
 }
