@@ -164,14 +164,8 @@ async fn issue2_rerank_max_document_bytes_fails_the_search_with_the_exact_text()
     assert!(index > 0);
 
     let embed = Recorder::forward(&f.embed_url).await;
-    let mut s = Server::fixture()
-        .with_rerank(embed.url())
-        .args(["--rerank-max-document-bytes", &max.to_string()])
-        .stdio()
-        .await;
-    s.initialize().await;
     let args = json!({"query": query, "path": "docs/*", "limit": limit});
-    let result = s.call_tool("search", args.clone()).await;
+    let result = search_with_cap(embed.url(), "--rerank-max-document-bytes", max, &args).await;
     assert!(is_error(&result));
     assert_eq!(
         tool_text(&result),
@@ -180,19 +174,11 @@ async fn issue2_rerank_max_document_bytes_fails_the_search_with_the_exact_text()
         )
     );
     assert!(embed.requests_to("/v1/rerank").is_empty(), "nothing is sent when a limit is hit");
-    assert!(s.close().await.success());
 
     // A cap equal to the largest document passes.
     let largest = *sizes.iter().max().unwrap();
-    let mut s = Server::fixture()
-        .with_rerank(f.embed_url.as_str())
-        .args(["--rerank-max-document-bytes", &largest.to_string()])
-        .stdio()
-        .await;
-    s.initialize().await;
-    let result = s.call_tool("search", args).await;
+    let result = search_with_cap(&f.embed_url, "--rerank-max-document-bytes", largest, &args).await;
     assert!(!is_error(&result), "{result}");
-    assert!(s.close().await.success());
 }
 
 #[tokio::test]
@@ -207,14 +193,8 @@ async fn issue2_rerank_max_request_bytes_fails_the_search_with_the_exact_text() 
     let max: usize = sizes[..3].iter().sum();
     let total: usize = sizes[..4].iter().sum();
 
-    let mut s = Server::fixture()
-        .with_rerank(f.embed_url.as_str())
-        .args(["--rerank-max-request-bytes", &max.to_string()])
-        .stdio()
-        .await;
-    s.initialize().await;
     let args = json!({"query": query, "path": "docs/*", "limit": limit});
-    let result = s.call_tool("search", args.clone()).await;
+    let result = search_with_cap(&f.embed_url, "--rerank-max-request-bytes", max, &args).await;
     assert!(is_error(&result));
     assert_eq!(
         tool_text(&result),
@@ -222,18 +202,11 @@ async fn issue2_rerank_max_request_bytes_fails_the_search_with_the_exact_text() 
             "repository content search failed: reranking request is {total} bytes, exceeding rerank-max-request-bytes of {max}"
         )
     );
-    assert!(s.close().await.success());
 
     // A cap equal to the whole request passes; one byte less fails on the last document.
     let all: usize = sizes.iter().sum();
     for (cap, ok) in [(all, true), (all - 1, false)] {
-        let mut s = Server::fixture()
-            .with_rerank(f.embed_url.as_str())
-            .args(["--rerank-max-request-bytes", &cap.to_string()])
-            .stdio()
-            .await;
-        s.initialize().await;
-        let result = s.call_tool("search", args.clone()).await;
+        let result = search_with_cap(&f.embed_url, "--rerank-max-request-bytes", cap, &args).await;
         assert_eq!(!is_error(&result), ok, "cap {cap}: {result}");
         if !ok {
             assert_eq!(
@@ -243,8 +216,17 @@ async fn issue2_rerank_max_request_bytes_fails_the_search_with_the_exact_text() 
                 )
             );
         }
-        assert!(s.close().await.success());
     }
+}
+
+/// One `search` call through a drop-in server reranking at `rerank_url` with a byte cap;
+/// the server must then exit cleanly.
+async fn search_with_cap(rerank_url: &str, flag: &str, cap: usize, args: &serde_json::Value) -> serde_json::Value {
+    let mut s = Server::fixture().with_rerank(rerank_url).args([flag, &cap.to_string()]).stdio().await;
+    s.initialize().await;
+    let result = s.call_tool("search", args.clone()).await;
+    assert!(s.close().await.success());
+    result
 }
 
 #[tokio::test]
