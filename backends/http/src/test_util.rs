@@ -38,6 +38,12 @@ impl Recorded {
     pub fn body_text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
+
+    /// The body as JSON; panics naming the request when it is not.
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{} {}: body is not JSON ({e})", self.method, self.path))
+    }
 }
 
 /// What the fake server answers.

@@ -1130,27 +1130,8 @@ impl<'de> serde::Deserialize<'de> for Ordered {
 // A recording HTTP proxy (or fake) to stand between the server and a backend
 // ---------------------------------------------------------------------------------------------
 
-/// One request a [`Recorder`] received.
-#[derive(Debug, Clone)]
-pub struct Recorded {
-    pub method: String,
-    /// Path and query, as received.
-    pub path: String,
-    pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
-}
-
-impl Recorded {
-    /// The first value of a header (case-insensitive name).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
-    }
-
-    pub fn json(&self) -> Value {
-        serde_json::from_slice(&self.body)
-            .unwrap_or_else(|e| panic!("{} {}: body is not JSON ({e})", self.method, self.path))
-    }
-}
+/// One request a [`Recorder`] received (the backends' fake-server record).
+pub use rr_http::test_util::Recorded;
 
 type Responder = dyn Fn(&Recorded) -> (u16, String) + Send + Sync;
 
