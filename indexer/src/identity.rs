@@ -84,6 +84,16 @@ pub fn record_id(namespace: &str, path: &str, file_hash: &str, index: usize) -> 
     format!("repochunk:v1:{namespace}:{}:{file_hash}:{index:08}", sha256_hex(path))
 }
 
+/// The id of a record of another chunking than the reference's:
+/// `repochunk:v1:<namespace_id>:<sha256(path)>:<file_hash>:c<chunking_version>:<chunk_index, 8 digits>`.
+///
+/// The chunking is part of the id because a sync diffs by id: records of one
+/// chunking must never pass for the other's, or re-indexing an unchanged file
+/// with another chunking would keep the old records as "unchanged".
+pub fn chunking_record_id(namespace: &str, path: &str, file_hash: &str, chunking_version: i64, index: usize) -> String {
+    format!("repochunk:v1:{namespace}:{}:{file_hash}:c{chunking_version}:{index:08}", sha256_hex(path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +127,10 @@ mod tests {
         let path_hash = sha256_hex("docs/café.md");
         assert_eq!(document_id(&ns, "docs/café.md"), format!("repodoc:v1:{ns}:{path_hash}"));
         assert_eq!(record_id(&ns, "docs/café.md", "ff", 7), format!("repochunk:v1:{ns}:{path_hash}:ff:00000007"));
+        assert_eq!(
+            chunking_record_id(&ns, "docs/café.md", "ff", 3, 7),
+            format!("repochunk:v1:{ns}:{path_hash}:ff:c3:00000007")
+        );
     }
 
     #[test]

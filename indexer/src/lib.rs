@@ -39,13 +39,16 @@ mod wildmatch;
 use std::path::Path;
 
 pub use binary::{is_binary, is_binary_string};
-pub use chunking::{CHUNKING_VERSION, ChunkError, ChunkingOptions, TextChunk, chunk_document, grammar};
+pub use chunking::{
+    CHUNKING_VERSION, ChunkError, ChunkingOptions, ChunkingScheme, SEMANTIC_CHUNKING_VERSION, TextChunk,
+    chunk_document, grammar,
+};
 pub use classify::{DecodedFile, Strategy, classify, decode, language_for_extension, normalize_newlines};
 pub use discovery::{
     Scan, ScanStats, SelectionOptions, SourceFile, extension_of, normalize_extensions, normalize_patterns, scan,
 };
 pub use error::IndexError;
-pub use identity::{Identity, document_id, namespace_id, record_id, sha256_hex};
+pub use identity::{Identity, chunking_record_id, document_id, namespace_id, record_id, sha256_hex};
 pub use records::{SCHEMA_VERSION, chunk_file, context_prefix};
 pub use sync::{SyncError, SyncOptions, SyncSummary, sync, sync_build};
 pub use tokens::TokenCounter;
@@ -66,7 +69,7 @@ pub struct IndexOptions {
 impl IndexOptions {
     /// Checks the chunking budgets as the reference does.
     pub fn validate(&self) -> Result<(), IndexError> {
-        let ChunkingOptions { chunk_size, chunk_overlap } = self.chunking;
+        let ChunkingOptions { chunk_size, chunk_overlap, .. } = self.chunking;
         if chunk_size == 0 {
             return Err(IndexError::InvalidOptions("chunk_size must be a positive integer".into()));
         }

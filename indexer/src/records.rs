@@ -3,7 +3,7 @@
 use rr_core::{Chunk, Metadata};
 
 use crate::IndexError;
-use crate::chunking::{self, CHUNKING_VERSION, ChunkingOptions};
+use crate::chunking::{self, ChunkingOptions, ChunkingScheme};
 use crate::classify::DecodedFile;
 use crate::identity::{self, Identity};
 
@@ -45,8 +45,18 @@ pub fn chunk_file(
     let namespace = identity.namespace_id();
     let file_hash = identity::sha256_hex(&decoded.text);
     let prefix = |section: &str, symbol: &str| context_prefix(identity, path, decoded.file_type, section, symbol);
-    let chunks = chunking::chunk_document(&decoded.text, decoded.strategy, decoded.language, options, &prefix)
-        .map_err(|source| IndexError::Chunk { path: path.to_owned(), source })?;
+    let (chunks, strategy) = match options.scheme {
+        ChunkingScheme::Reference => {
+            chunking::chunk_document(&decoded.text, decoded.strategy, decoded.language, options, &prefix)
+                .map(|chunks| (chunks, decoded.strategy.as_str()))
+        }
+        ChunkingScheme::Semantic => {
+            chunking::chunk_semantic(&decoded.text, decoded.strategy, decoded.language, extension, options, &prefix)
+                .map(|chunked| (chunked.chunks, chunked.strategy))
+        }
+    }
+    .map_err(|source| IndexError::Chunk { path: path.to_owned(), source })?;
+    let version = options.scheme.version();
     let count = chunks.len() as i64;
     let document_id = identity::document_id(&namespace, path);
     let file_name = path.rsplit('/').next().unwrap_or(path);
@@ -54,7 +64,10 @@ pub fn chunk_file(
         .into_iter()
         .enumerate()
         .map(|(index, chunk)| Chunk {
-            id: identity::record_id(&namespace, path, &file_hash, index),
+            id: match options.scheme {
+                ChunkingScheme::Reference => identity::record_id(&namespace, path, &file_hash, index),
+                scheme => identity::chunking_record_id(&namespace, path, &file_hash, scheme.version(), index),
+            },
             document: prefix(&chunk.section, &chunk.symbol) + &chunk.excerpt,
             metadata: Metadata {
                 schema_version: SCHEMA_VERSION,
@@ -72,8 +85,8 @@ pub fn chunk_file(
                 chunk_hash: identity::sha256_hex(&chunk.excerpt),
                 chunk_index: index as i64,
                 chunk_count: count,
-                chunking_strategy: decoded.strategy.as_str().to_owned(),
-                chunking_version: CHUNKING_VERSION,
+                chunking_strategy: strategy.to_owned(),
+                chunking_version: version,
                 start_line: chunk.start_line as i64,
                 end_line: chunk.end_line as i64,
                 section: chunk.section,
@@ -83,4 +96,56 @@ pub fn chunk_file(
             },
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::classify;
+
+    fn records(scheme: ChunkingScheme, path: &str, extension: &str, text: &str) -> Vec<Chunk> {
+        let identity = Identity::new("acme", "widgets", "main", "");
+        let decoded = classify(text.to_owned(), extension);
+        let options = ChunkingOptions { scheme, ..ChunkingOptions::default() };
+        chunk_file(&identity, path, extension, &decoded, options).unwrap()
+    }
+
+    #[test]
+    fn semantic_records_carry_their_version_in_metadata_and_id() {
+        let text = "//! Docs.\n\npub mod a;\n";
+        let reference = records(ChunkingScheme::Reference, "src/lib.rs", ".rs", text);
+        let semantic = records(ChunkingScheme::Semantic, "src/lib.rs", ".rs", text);
+        assert_eq!(reference.iter().map(|r| r.metadata.chunking_version).collect::<Vec<_>>(), [2, 2]);
+        assert_eq!(semantic.len(), 1);
+        let record = &semantic[0];
+        assert_eq!((record.metadata.chunking_version, record.metadata.chunking_strategy.as_str()), (3, "code"));
+        let namespace = identity::namespace_id("acme", "widgets", "main");
+        let file_hash = identity::sha256_hex(text);
+        assert_eq!(record.id, identity::chunking_record_id(&namespace, "src/lib.rs", &file_hash, 3, 0));
+        assert_ne!(record.id, reference[0].id);
+        assert_eq!(
+            record.document,
+            "Source: acme/widgets@main:src/lib.rs\nType: rust\nSymbol: mod_item:a\n\n//! Docs.\n\npub mod a;\n"
+        );
+    }
+
+    #[test]
+    fn semantic_rst_records_have_sections() {
+        let semantic = records(ChunkingScheme::Semantic, "docs/guide.rst", ".rst", "Guide\n=====\n\nText.\n");
+        let m = &semantic[0].metadata;
+        assert_eq!(
+            (m.chunking_strategy.as_str(), m.section.as_str(), m.file_type.as_str()),
+            ("sections", "Guide", "text")
+        );
+        assert!(
+            semantic[0]
+                .document
+                .starts_with("Source: acme/widgets@main:docs/guide.rst\nType: text\nSection: Guide\n\n")
+        );
+        let reference = records(ChunkingScheme::Reference, "docs/guide.rst", ".rst", "Guide\n=====\n\nText.\n");
+        assert_eq!(
+            (reference[0].metadata.chunking_strategy.as_str(), reference[0].metadata.section.as_str()),
+            ("generic", "")
+        );
+    }
 }

@@ -59,7 +59,7 @@ thread_local! {
     static PARSERS: RefCell<HashMap<&'static str, Parser>> = RefCell::new(HashMap::new());
 }
 
-fn with_parser<T>(language: &str, f: impl FnOnce(&mut Parser) -> T) -> Option<T> {
+pub(super) fn with_parser<T>(language: &str, f: impl FnOnce(&mut Parser) -> T) -> Option<T> {
     let (name, load) = GRAMMARS.iter().find(|(name, _)| *name == language)?;
     PARSERS.with(|parsers| {
         let mut parsers = parsers.borrow_mut();
@@ -73,7 +73,7 @@ fn with_parser<T>(language: &str, f: impl FnOnce(&mut Parser) -> T) -> Option<T>
 }
 
 /// `type:name`, or the bare type when the node has no name.
-fn symbol(node: Node<'_>, source: &[u8]) -> String {
+pub(super) fn symbol(node: Node<'_>, source: &[u8]) -> String {
     let mut cursor = node.walk();
     let name = node
         .child_by_field_name("name")

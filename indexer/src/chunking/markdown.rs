@@ -58,8 +58,16 @@ pub(crate) fn markdown_spans(text: &str) -> Vec<Span> {
             headings.push((start, level, pytext::strip(&caps[2]).to_owned()));
         }
     }
+    heading_sections(text, &headings).into_iter().flat_map(|section| block_spans(text, section)).collect()
+}
+
+/// Sections of `text` from its headings (offset, level from 1, title), each
+/// with the `" > "`-joined path of titles; a heading of level `n` replaces the
+/// path from level `n` on. Text before the first heading is a section without
+/// a path. No headings: the whole text.
+pub(super) fn heading_sections(text: &str, headings: &[(usize, usize, String)]) -> Vec<Span> {
     if headings.is_empty() {
-        return block_spans(text, Span::new(0, text.len()));
+        return vec![Span::new(0, text.len())];
     }
     let mut sections = Vec::new();
     if headings[0].0 > 0 {
@@ -72,7 +80,7 @@ pub(crate) fn markdown_spans(text: &str) -> Vec<Span> {
         let end = headings.get(index + 1).map_or(text.len(), |next| next.0);
         sections.push(Span { start: *start, end, section: path.join(" > "), symbol: String::new() });
     }
-    sections.into_iter().flat_map(|section| block_spans(text, section)).collect()
+    sections
 }
 
 /// Splits a section after each blank line outside a fence; blank blocks are dropped.

@@ -1,4 +1,6 @@
-//! Chunking version 2 of the reference indexer.
+//! Chunking version 2 of the reference indexer, and the semantic version 3
+//! ([`ChunkingScheme`]; its rules are in `semantic.rs` and `prose.rs`, built on
+//! the units below).
 //!
 //! A document is cut into structural units (Markdown blocks packed per heading
 //! section, top-level code nodes, or the whole file), each unit is split into
@@ -8,9 +10,13 @@
 
 mod code;
 mod markdown;
+mod prose;
+mod semantic;
 mod splitter;
 
 pub use code::grammar;
+pub(crate) use semantic::chunk_semantic;
+pub use semantic::{ChunkingScheme, SEMANTIC_CHUNKING_VERSION};
 
 use crate::classify::Strategy;
 use crate::pytext;
@@ -19,18 +25,20 @@ use crate::tokens::TokenCounter;
 /// The chunking version these rules implement (metadata `chunking_version`).
 pub const CHUNKING_VERSION: i64 = 2;
 
-/// Token budgets.
+/// Token budgets, and which rules cut the units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkingOptions {
     /// Maximum tokens of a record's document, context prefix included.
     pub chunk_size: usize,
     /// Tokens shared by consecutive windows of one oversized unit.
     pub chunk_overlap: usize,
+    /// The reference's rules (version 2, the default) or the semantic ones (version 3).
+    pub scheme: ChunkingScheme,
 }
 
 impl Default for ChunkingOptions {
     fn default() -> Self {
-        ChunkingOptions { chunk_size: 512, chunk_overlap: 64 }
+        ChunkingOptions { chunk_size: 512, chunk_overlap: 64, scheme: ChunkingScheme::Reference }
     }
 }
 
@@ -105,15 +113,23 @@ pub fn chunk_document(
         Strategy::Code => code::code_spans(text, language).unwrap_or_else(|| vec![Span::new(0, text.len())]),
         Strategy::Generic => vec![Span::new(0, text.len())],
     };
+    pieces_to_chunks(text, structural, options, &counter, &prefix_tokens)
+}
+
+/// Splits each structural unit that does not fit the budget left after its
+/// prefix into token windows, and turns the non-blank pieces into chunks.
+fn pieces_to_chunks(
+    text: &str,
+    structural: Vec<Span>,
+    options: ChunkingOptions,
+    counter: &TokenCounter,
+    prefix_tokens: &PrefixTokens<'_>,
+) -> Result<Vec<TextChunk>, ChunkError> {
     let lines = LineIndex::new(text);
     let mut chunks = Vec::new();
     for span in structural {
-        let budget = options
-            .chunk_size
-            .checked_sub(prefix_tokens.get(&span))
-            .filter(|&b| b > 0)
-            .ok_or(ChunkError::PrefixTooLong)?;
-        for piece in split_oversized(text, span, budget, options.chunk_overlap, &counter)? {
+        let budget = budget_after_prefix(options, prefix_tokens, &span)?;
+        for piece in split_oversized(text, span, budget, options.chunk_overlap, counter)? {
             let excerpt = &text[piece.start..piece.end];
             if pytext::is_blank(excerpt) {
                 continue;
@@ -130,6 +146,15 @@ pub fn chunk_document(
         }
     }
     Ok(chunks)
+}
+
+/// Tokens left for the excerpt of `span` once its context prefix is counted.
+fn budget_after_prefix(
+    options: ChunkingOptions,
+    prefix_tokens: &PrefixTokens<'_>,
+    span: &Span,
+) -> Result<usize, ChunkError> {
+    options.chunk_size.checked_sub(prefix_tokens.get(span)).filter(|&b| b > 0).ok_or(ChunkError::PrefixTooLong)
 }
 
 /// Token counts of context prefixes, computed once per section and symbol.
@@ -295,7 +320,7 @@ mod tests {
 
     #[test]
     fn prefix_must_fit() {
-        let options = ChunkingOptions { chunk_size: 5, chunk_overlap: 0 };
+        let options = ChunkingOptions { chunk_size: 5, chunk_overlap: 0, ..ChunkingOptions::default() };
         let result = chunk_document("hello", Strategy::Generic, "", options, &prefix);
         assert_eq!(result, Err(ChunkError::PrefixTooLong));
     }
@@ -330,7 +355,7 @@ mod tests {
     #[test]
     fn markdown_sections_and_budget() {
         let text = format!("# Guide\nIntro.\n\n## Authentication\n{}", "token ".repeat(300));
-        let options = ChunkingOptions { chunk_size: 80, chunk_overlap: 10 };
+        let options = ChunkingOptions { chunk_size: 80, chunk_overlap: 10, ..ChunkingOptions::default() };
         let chunks = chunk_document(&text, Strategy::Markdown, "", options, &prefix).unwrap();
         let counter = TokenCounter::new();
         assert!(chunks.len() > 2);
@@ -346,7 +371,7 @@ mod tests {
         let fence = "```python\ndef example():\n\n    return 1\n```";
         let table = "| Name | Value |\n| --- | --- |\n| one | two |";
         let text = format!("# Blocks\n\n{}\n\n{fence}\n\n{table}\n", "long introduction ".repeat(100));
-        let options = ChunkingOptions { chunk_size: 80, chunk_overlap: 10 };
+        let options = ChunkingOptions { chunk_size: 80, chunk_overlap: 10, ..ChunkingOptions::default() };
         let chunks = chunk_document(&text, Strategy::Markdown, "", options, &prefix).unwrap();
         let with_fence: Vec<_> = chunks.iter().filter(|c| c.excerpt.contains("```python")).collect();
         assert_eq!(with_fence.len(), 1);
