@@ -17,6 +17,20 @@
 //! records. Nothing there writes to a store; [`sync()`] then makes a store's
 //! namespace hold exactly a build's records, safely (see [the module](mod@sync)).
 //!
+//! **Two chunkings.** [`ChunkingScheme::Reference`] (the default of
+//! [`ChunkingOptions`]) is the reference's chunking version 2, record for
+//! record. [`ChunkingScheme::Semantic`] (version 3) is this crate's own, for
+//! indexes that do not have to match the reference: it keeps the reference's
+//! split points and token splitter, but gives a declaration its doc comment,
+//! attributes and decorators, merges small neighbouring units (imports,
+//! constants, `//!` lines) up to the budget, bounds dense one-line files
+//! (minified code, SVG) to a few windows, and cuts reST and AsciiDoc at their
+//! headings with section metadata (the rules are documented in
+//! `chunking/semantic.rs`). Its record ids carry the version
+//! ([`chunking_record_id`]): the two chunkings never share an id, so a sync
+//! that switches a namespace from one to the other rewrites every record
+//! instead of keeping stale chunks as "unchanged".
+//!
 //! Known differences from the reference, outside the fixture corpus: text that
 //! is not UTF-8 is read as Windows-1252 (the reference guesses the encoding
 //! with charset-normalizer); languages without a bundled grammar (the

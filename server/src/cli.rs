@@ -80,6 +80,12 @@ pub struct IndexArgs {
     /// Token overlap when an oversized unit is split [default: 64].
     #[arg(long)]
     pub chunk_overlap: Option<usize>,
+    /// Chunking rules: reference (chromadb-repo-indexer's chunking version 2, identical records) or
+    /// semantic (version 3: doc comments with their declaration, small items merged, bounded dense
+    /// files, reST/AsciiDoc sections) [default: the one an existing store was built with, else
+    /// reference]. Another chunking than the store's rewrites every record.
+    #[arg(long, value_parser = ["reference", "semantic"])]
+    pub chunking: Option<String>,
     /// Records per write batch [default: 100].
     #[arg(long)]
     pub batch_size: Option<usize>,
@@ -255,6 +261,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 dry_run: args.dry_run,
                 output_manifest: args.output_manifest.clone(),
                 progress: None,
+                chunking: args.chunking.as_deref().map(str::parse).transpose()?,
                 chroma: chroma_url.map(|server_url| crate::local::ChromaTarget {
                     server_url,
                     collection_name: args

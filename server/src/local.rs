@@ -19,7 +19,7 @@ use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_hash_embed::HashEmbedder;
 use rr_http::{HttpClient, HttpSettings};
 use rr_indexer::sync::{SyncOptions, SyncSummary};
-use rr_indexer::{Identity, IndexOptions};
+use rr_indexer::{ChunkingScheme, Identity, IndexOptions};
 use rr_openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,11 @@ pub fn default_store_dir() -> PathBuf {
 
 const SETTINGS_FILE: &str = "repo-retriever.json";
 
+/// The chunking of a new embedded store: the reference's, because the
+/// navigation tools derive definitions from its chunks (one `type:name` symbol
+/// per declaration, starting at the declaration); see `docs/evaluation.md`.
+pub const DEFAULT_EMBEDDED_CHUNKING: ChunkingScheme = ChunkingScheme::Reference;
+
 /// What a store was written with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StoreSettings {
@@ -38,6 +43,10 @@ pub struct StoreSettings {
     pub dimension: usize,
     pub query_prefix: String,
     pub document_prefix: String,
+    /// The chunking of its records; a settings file without it predates the
+    /// choice, and its store holds the reference's records.
+    #[serde(default)]
+    pub chunking: ChunkingScheme,
 }
 
 impl Default for StoreSettings {
@@ -47,6 +56,7 @@ impl Default for StoreSettings {
             dimension: 256,
             query_prefix: "query: ".into(),
             document_prefix: "passage: ".into(),
+            chunking: DEFAULT_EMBEDDED_CHUNKING,
         }
     }
 }
@@ -202,6 +212,12 @@ pub struct IndexRequest {
     pub store: PathBuf,
     /// When set, records go to this Chroma collection and `store` is unused.
     pub chroma: Option<ChromaTarget>,
+    /// The chunking to index with, overriding `options.chunking.scheme`. `None`: the one an
+    /// existing embedded store records, [`DEFAULT_EMBEDDED_CHUNKING`] for a new one, the
+    /// reference's for Chroma (records identical to the reference indexer's). A store indexed
+    /// with another chunking than before has every record rewritten (record ids carry the
+    /// chunking version), and records the new one.
+    pub chunking: Option<ChunkingScheme>,
     pub identity: Identity,
     pub options: IndexOptions,
     pub batch_size: usize,
@@ -217,16 +233,22 @@ pub struct IndexRequest {
 /// text of every indexed file for the navigation tools.
 pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
     let started = Instant::now();
-    let settings = if request.chroma.is_some() {
-        StoreSettings::default()
+    let mut settings = if request.chroma.is_some() {
+        StoreSettings { chunking: ChunkingScheme::Reference, ..StoreSettings::default() }
     } else {
         std::fs::create_dir_all(&request.store)
             .map_err(|e| LocalError::new(format!("cannot create the store folder {}: {e}", request.store.display())))?;
         read_settings(&request.store)?.unwrap_or_default()
     };
+    // Asked for explicitly, a chunking replaces the store's: the record ids
+    // differ, so the sync rewrites every record (deleting the old ones last).
+    if let Some(scheme) = request.chunking {
+        settings.chunking = scheme;
+    }
     let embedder = embedder_for(&settings)?;
 
-    let (root, identity, options) = (request.root.clone(), request.identity.clone(), request.options.clone());
+    let (root, identity, mut options) = (request.root.clone(), request.identity.clone(), request.options.clone());
+    options.chunking.scheme = settings.chunking;
     let (build, files) = tokio::task::spawn_blocking(move || {
         let build = rr_indexer::build(&root, &identity, &options)?;
         let files = read_files(&root, &options)?;

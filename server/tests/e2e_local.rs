@@ -381,3 +381,43 @@ fn search_into_a_closed_pipe_ends_quietly() {
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert_eq!(stderr, "");
 }
+
+fn store_chunking(store: &Path) -> Value {
+    let settings: Value = serde_json::from_slice(&std::fs::read(store.join("repo-retriever.json")).unwrap()).unwrap();
+    settings["chunking"].clone()
+}
+
+/// A new store gets the reference's chunking; re-indexing it with another
+/// rewrites every record (the ids carry the chunking version) and the store
+/// records the new one; without `--chunking`, a store keeps the one it was
+/// built with.
+#[test]
+fn issue9_switching_the_chunking_rewrites_every_record() {
+    let store = tempfile::tempdir().unwrap();
+    let reference = index(&corpus(), store.path(), &[]);
+    assert_eq!(reference["chunks_added_or_updated"], 89, "{reference}");
+    assert_eq!(store_chunking(store.path()), "reference");
+
+    let semantic = index(&corpus(), store.path(), &["--chunking", "semantic"]);
+    let desired = semantic["chunks_desired"].as_u64().unwrap();
+    assert!(desired > 0 && desired < 89, "{semantic}");
+    assert_eq!(semantic["chunks_added_or_updated"].as_u64(), Some(desired), "{semantic}");
+    assert_eq!(semantic["chunks_unchanged"], 0, "{semantic}");
+    assert_eq!(semantic["chunks_deleted"], 89, "{semantic}");
+    assert_eq!(store_chunking(store.path()), "semantic");
+
+    let again = index(&corpus(), store.path(), &[]);
+    assert_eq!(
+        (again["chunks_unchanged"].as_u64(), again["chunks_added_or_updated"].as_u64()),
+        (Some(desired), Some(0))
+    );
+
+    let back = index(&corpus(), store.path(), &["--chunking", "reference"]);
+    assert_eq!(back["chunks_added_or_updated"], 89, "{back}");
+    assert_eq!(back["chunks_deleted"].as_u64(), Some(desired), "{back}");
+    assert_eq!(store_chunking(store.path()), "reference");
+
+    let (code, stderr) = failure(&["index", corpus().to_str().unwrap(), "--chunking", "fancy"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("invalid value 'fancy' for '--chunking <CHUNKING>'"), "{stderr}");
+}

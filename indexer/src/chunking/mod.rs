@@ -294,7 +294,8 @@ fn shared_overlap(previous: &str, piece: &str, overlap: usize, counter: &TokenCo
 mod tests {
     use super::*;
 
-    fn prefix(section: &str, symbol: &str) -> String {
+    /// A context prefix as the records' (also used by the semantic rules' tests).
+    pub(super) fn prefix(section: &str, symbol: &str) -> String {
         let mut p = String::from("Source: o/r@main:f\nType: text\n");
         if !section.is_empty() {
             p.push_str(&format!("Section: {section}\n"));

@@ -38,13 +38,17 @@ pub(crate) fn syntax_for(extension: &str) -> Option<Syntax> {
 
 /// Blank-line blocks of `text` annotated with their heading path.
 pub(crate) fn section_spans(text: &str, syntax: Syntax) -> Vec<Span> {
-    let lines: Vec<(usize, &str)> =
-        pytext::line_ranges(text).into_iter().map(|(s, e)| (s, text[s..e].trim_end_matches('\n'))).collect();
+    let lines = lines(text);
     let headings = match syntax {
         Syntax::ReStructuredText => rst_headings(&lines),
         Syntax::AsciiDoc => asciidoc_headings(&lines),
     };
     markdown::heading_sections(text, &headings).into_iter().flat_map(|section| block_spans(text, section)).collect()
+}
+
+/// Each line's offset and text, without its newline.
+fn lines(text: &str) -> Vec<(usize, &str)> {
+    pytext::line_ranges(text).into_iter().map(|(s, e)| (s, text[s..e].trim_end_matches('\n'))).collect()
 }
 
 /// Splits a section after each blank line; blank blocks are dropped. Unlike
@@ -195,10 +199,6 @@ mod tests {
         let text =
             "Para.\n\n----\n\nExample::\n\n    code\n    ====\n\nLong title\n---\n\nText\nNot a title\n-----------\n";
         assert_eq!(rst_headings(&lines(text)), []);
-    }
-
-    fn lines(text: &str) -> Vec<(usize, &str)> {
-        pytext::line_ranges(text).into_iter().map(|(s, e)| (s, text[s..e].trim_end_matches('\n'))).collect()
     }
 
     #[test]

@@ -381,19 +381,8 @@ fn floor_boundary(text: &str, mut at: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::prefix;
     use super::*;
-
-    fn prefix(section: &str, symbol: &str) -> String {
-        let mut p = String::from("Source: o/r@main:f\nType: text\n");
-        if !section.is_empty() {
-            p.push_str(&format!("Section: {section}\n"));
-        }
-        if !symbol.is_empty() {
-            p.push_str(&format!("Symbol: {symbol}\n"));
-        }
-        p.push('\n');
-        p
-    }
 
     fn semantic() -> ChunkingOptions {
         ChunkingOptions { scheme: ChunkingScheme::Semantic, ..ChunkingOptions::default() }

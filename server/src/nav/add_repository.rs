@@ -452,6 +452,7 @@ impl Job {
             dry_run: false,
             output_manifest: None,
             chroma,
+            chunking: None,
             progress: Some(Arc::new(move |p: rr_indexer::sync::SyncProgress| {
                 if p.total > 0 {
                     let done = (p.done * kept).checked_div(p.total).unwrap_or(0);

@@ -39,6 +39,7 @@ pub async fn index(root: &Path, store: &Path, org: &str, repo: &str, branch: &st
         root: root.to_path_buf(),
         store: store.to_path_buf(),
         chroma: None,
+        chunking: None,
         identity: rr_indexer::Identity {
             organization: org.into(),
             repository: repo.into(),
