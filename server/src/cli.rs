@@ -82,8 +82,9 @@ pub struct IndexArgs {
     pub chunk_overlap: Option<usize>,
     /// Chunking rules: reference (chromadb-repo-indexer's chunking version 2, identical records) or
     /// semantic (version 3: doc comments with their declaration, small items merged, bounded dense
-    /// files, reST/AsciiDoc sections) [default: the one an existing store was built with, else
-    /// reference]. Another chunking than the store's rewrites every record.
+    /// files, reST/AsciiDoc sections) [default: semantic for a new embedded store, the one an
+    /// existing store was built with, reference for --chroma-url]. Another chunking than the
+    /// store's rewrites every record.
     #[arg(long, value_parser = ["reference", "semantic"])]
     pub chunking: Option<String>,
     /// Records per write batch [default: 100].

@@ -17,8 +17,15 @@ fn run(args: &[&str]) -> Output {
     Command::new(server_bin()).args(args).env_remove("REPO_RETRIEVER_STORE").output().expect("run the binary")
 }
 
-/// Indexes at [`COMMIT`], so that the records' commit is known.
+/// Indexes at [`COMMIT`], so that the records' commit is known, with the
+/// reference's chunking: these tests compare the store with the reference
+/// indexer's records.
 fn index(dir: &Path, store: &Path, extra: &[&str]) -> Value {
+    index_chunked(dir, store, &[&["--chunking", "reference"], extra].concat())
+}
+
+/// [`index`] with the chunking left to `extra` or the store.
+fn index_chunked(dir: &Path, store: &Path, extra: &[&str]) -> Value {
     support::index(dir, store, &[&["--commit-sha", COMMIT], extra].concat())
 }
 
@@ -387,18 +394,18 @@ fn store_chunking(store: &Path) -> Value {
     settings["chunking"].clone()
 }
 
-/// A new store gets the reference's chunking; re-indexing it with another
-/// rewrites every record (the ids carry the chunking version) and the store
-/// records the new one; without `--chunking`, a store keeps the one it was
-/// built with.
+/// Re-indexing a store with another chunking rewrites every record (the ids
+/// carry the chunking version) and the store records the new one; without
+/// `--chunking`, a store keeps the one it was built with, and a new store
+/// gets the semantic chunking.
 #[test]
 fn issue9_switching_the_chunking_rewrites_every_record() {
     let store = tempfile::tempdir().unwrap();
-    let reference = index(&corpus(), store.path(), &[]);
+    let reference = index_chunked(&corpus(), store.path(), &["--chunking", "reference"]);
     assert_eq!(reference["chunks_added_or_updated"], 89, "{reference}");
     assert_eq!(store_chunking(store.path()), "reference");
 
-    let semantic = index(&corpus(), store.path(), &["--chunking", "semantic"]);
+    let semantic = index_chunked(&corpus(), store.path(), &["--chunking", "semantic"]);
     let desired = semantic["chunks_desired"].as_u64().unwrap();
     assert!(desired > 0 && desired < 89, "{semantic}");
     assert_eq!(semantic["chunks_added_or_updated"].as_u64(), Some(desired), "{semantic}");
@@ -406,16 +413,22 @@ fn issue9_switching_the_chunking_rewrites_every_record() {
     assert_eq!(semantic["chunks_deleted"], 89, "{semantic}");
     assert_eq!(store_chunking(store.path()), "semantic");
 
-    let again = index(&corpus(), store.path(), &[]);
+    let again = index_chunked(&corpus(), store.path(), &[]);
     assert_eq!(
         (again["chunks_unchanged"].as_u64(), again["chunks_added_or_updated"].as_u64()),
         (Some(desired), Some(0))
     );
 
-    let back = index(&corpus(), store.path(), &["--chunking", "reference"]);
+    let back = index_chunked(&corpus(), store.path(), &["--chunking", "reference"]);
     assert_eq!(back["chunks_added_or_updated"], 89, "{back}");
     assert_eq!(back["chunks_deleted"].as_u64(), Some(desired), "{back}");
     assert_eq!(store_chunking(store.path()), "reference");
+
+    // A new store without --chunking gets the semantic chunking.
+    let fresh = tempfile::tempdir().unwrap();
+    let semantic_again = index_chunked(&corpus(), fresh.path(), &[]);
+    assert_eq!(semantic_again["chunks_desired"].as_u64(), Some(desired), "{semantic_again}");
+    assert_eq!(store_chunking(fresh.path()), "semantic");
 
     let (code, stderr) = failure(&["index", corpus().to_str().unwrap(), "--chunking", "fancy"]);
     assert_eq!(code, Some(2), "{stderr}");

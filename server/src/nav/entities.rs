@@ -154,7 +154,7 @@ pub fn lines(text: &str) -> Vec<&str> {
 /// of one Markdown section become one `doc_section`.
 pub fn file_entities(chunks: &[&Metadata], text: &str) -> Vec<Entity> {
     let all = lines(text);
-    let mut groups: Vec<(String, String, i64, i64, Metadata)> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     for m in chunks {
         if m.symbol.is_empty() && m.section.is_empty() {
             continue;
@@ -170,20 +170,23 @@ pub fn file_entities(chunks: &[&Metadata], text: &str) -> Vec<Entity> {
         groups.push((m.symbol.clone(), m.section.clone(), m.start_line, m.end_line, (*m).clone()));
     }
     let mut out = Vec::new();
-    for (symbol, section, start, end, meta) in groups {
+    for (symbol, section, start, end, meta) in groups.into_iter().flat_map(|group| split_merged(group, &all)) {
         let language = label(&meta);
         let path = meta.path.clone();
         // Ranges run up to the next node: leave trailing blank lines out.
         let mut end = end.min(all.len() as i64).max(start);
         // A code node's range also holds the comment above the next node.
-        let trailing = |l: &str| {
-            let t = l.trim();
-            t.is_empty()
-                || (!symbol.is_empty()
-                    && (t.starts_with("//") || t.starts_with('#') || t.starts_with("/*") || t.starts_with('*')))
-        };
+        let trailing = |l: &str| l.trim().is_empty() || (!symbol.is_empty() && is_comment_line(l));
         while end > start && all.get(end as usize - 1).is_some_and(|l| trailing(l)) {
             end -= 1;
+        }
+        // A semantic (version 3) chunk starts at the declaration's doc
+        // comment, attributes or decorators: the definition starts after them.
+        let mut start = start;
+        if !symbol.is_empty() {
+            while start < end && all.get(start as usize - 1).is_some_and(|l| is_leading_line(l)) {
+                start += 1;
+            }
         }
         let slice = |a: i64, b: i64| -> String {
             let a = (a.max(1) - 1) as usize;
@@ -225,6 +228,57 @@ pub fn file_entities(chunks: &[&Metadata], text: &str) -> Vec<Entity> {
     out
 }
 
+/// A comment line, or a line inside a block comment.
+fn is_comment_line(line: &str) -> bool {
+    let t = line.trim();
+    t.starts_with("//") || t.starts_with('#') || t.starts_with("/*") || t.starts_with('*')
+}
+
+/// What may come before a declaration in its chunk: blank and comment lines,
+/// attributes (`#[...]`, which look like comments here) and decorators.
+fn is_leading_line(line: &str) -> bool {
+    line.trim().is_empty() || is_comment_line(line) || line.trim_start().starts_with('@')
+}
+
+/// Whether `line` holds `name` as a whole identifier.
+fn has_identifier(line: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    line.match_indices(name).any(|(at, _)| {
+        !line[..at].chars().next_back().is_some_and(ident) && !line[at + name.len()..].chars().next().is_some_and(ident)
+    })
+}
+
+/// A group of one chunk of the semantic chunking that merged small units
+/// (`symbol` lists them, `", "`-joined), cut into one group per unit: each
+/// starts at the first code line at or after the previous one's that names it.
+fn split_merged(group: Group, all: &[&str]) -> Vec<Group> {
+    let (symbol, section, start, end, meta) = group;
+    if !symbol.contains(", ") {
+        return vec![(symbol, section, start, end, meta)];
+    }
+    let mut starts = Vec::new();
+    let mut from = start;
+    for unit in symbol.split(", ") {
+        let name = unit.split_once(':').map_or("", |(_, name)| name);
+        let found = (from..=end).find(|&l| {
+            all.get((l.max(1) - 1) as usize)
+                .is_some_and(|line| !is_leading_line(line) && (name.is_empty() || has_identifier(line, name)))
+        });
+        let at = found.unwrap_or(from);
+        starts.push((unit.to_owned(), at));
+        from = (at + 1).min(end);
+    }
+    let mut groups = Vec::with_capacity(starts.len());
+    for (index, (unit, at)) in starts.iter().enumerate() {
+        let until = starts.get(index + 1).map_or(end, |(_, next)| (next - 1).max(*at));
+        groups.push((unit.clone(), section.clone(), *at, until, meta.clone()));
+    }
+    groups
+}
+
+/// Chunks of one entity: symbol, section, first and last line, the first chunk's metadata.
+type Group = (String, String, i64, i64, Metadata);
+
 /// Entities of a namespace from all its chunk metadata and a text lookup.
 pub fn namespace_entities<'a>(metadata: &[Metadata], text_of: impl Fn(&str) -> Option<&'a str>) -> Vec<Entity> {
     let mut by_path: HashMap<&str, Vec<&Metadata>> = HashMap::new();
@@ -250,6 +304,33 @@ pub fn namespace_entities<'a>(metadata: &[Metadata], text_of: impl Fn(&str) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chunk(symbol: &str, start_line: i64, end_line: i64) -> Metadata {
+        Metadata {
+            path: "src/lib.rs".into(),
+            language: "rust".into(),
+            file_type: "rust".into(),
+            symbol: symbol.into(),
+            start_line,
+            end_line,
+            ..Metadata::default()
+        }
+    }
+
+    #[test]
+    fn semantic_chunks_give_one_definition_per_unit_starting_at_its_code() {
+        let text = "//! Docs.\n\n/// Parsing.\npub fn parse() {}\n/// The answer.\npub const ANSWER: u32 = 42;\n\n/// A point.\n#[derive(Debug)]\npub struct Point {\n    x: i32,\n}\n";
+        let merged = chunk("function_item:parse, const_item:ANSWER", 1, 7);
+        let point = chunk("struct_item:Point", 8, 12);
+        let entities = file_entities(&[&merged, &point], text);
+        let got: Vec<(&str, i64, i64, &str)> =
+            entities.iter().map(|e| (e.entity_name.as_str(), e.line_start, e.line_end, e.signature.as_str())).collect();
+        assert_eq!(
+            got,
+            [("parse", 4, 4, "pub fn parse() {}"), ("Point", 10, 12, "pub struct Point {")],
+            "the constant is no definition; the doc comments and the attribute are not the signature"
+        );
+    }
 
     #[test]
     fn node_types_map_to_the_five_entity_types() {
