@@ -17,7 +17,7 @@ use repo_retriever::nav::{NavConfig, NavService};
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_http::{HttpClient, HttpSettings};
 use serde_json::{Value, json};
-use support::nav::{ALL_TOOLS, COMMIT, corpus, err, index, off, ok, wait_until_indexed};
+use support::nav::{ALL_TOOLS, COMMIT, corpus, err, index_chunked, off, ok, wait_until_indexed};
 use support::{DATABASE, EMBED_MODEL, Server, TENANT, fixture, is_error, tool_text};
 
 /// Files of the corpus the reference indexer did not keep byte for byte:
@@ -60,9 +60,12 @@ async fn chroma_nav_with(chroma_url: &str, collection: &str, config: NavConfig, 
     NavService::open_chroma(ChromaSource::new(store, target).unwrap(), config).await.unwrap()
 }
 
+/// The fixture in an embedded store, with the reference's chunking: the
+/// records the collection holds.
 async fn embedded_nav() -> (tempfile::TempDir, Arc<NavService>) {
     let dir = tempfile::tempdir().unwrap();
-    index(&corpus(), dir.path(), "acme", "widgets", "main").await;
+    let reference = Some(rr_indexer::ChunkingScheme::Reference);
+    index_chunked(&corpus(), dir.path(), "acme", "widgets", "main", reference).await;
     let nav = NavService::open_dir(dir.path(), off()).unwrap();
     (dir, nav)
 }

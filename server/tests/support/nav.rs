@@ -35,11 +35,23 @@ pub fn off() -> NavConfig {
 
 /// Indexes `root` into the embedded store in `store` as `org/repo@branch` at [`COMMIT`].
 pub async fn index(root: &Path, store: &Path, org: &str, repo: &str, branch: &str) {
+    index_chunked(root, store, org, repo, branch, None).await;
+}
+
+/// [`index`] with a chunking (`None`: the store's, or the default of a new one).
+pub async fn index_chunked(
+    root: &Path,
+    store: &Path,
+    org: &str,
+    repo: &str,
+    branch: &str,
+    chunking: Option<rr_indexer::ChunkingScheme>,
+) {
     let request = repo_retriever::local::IndexRequest {
         root: root.to_path_buf(),
         store: store.to_path_buf(),
         chroma: None,
-        chunking: None,
+        chunking,
         identity: rr_indexer::Identity {
             organization: org.into(),
             repository: repo.into(),
