@@ -152,6 +152,7 @@ mod tests {
         assert_eq!(re("**/*.go"), r"^Source: [^\n]+:(?:.*/)?.*\.go(?:\n|$)");
         assert_eq!(re("config?.yaml"), r"^Source: [^\n]+:config.\.yaml(?:\n|$)");
         assert_eq!(re("/README.md"), r"^Source: [^\n]+:README\.md(?:\n|$)");
+        assert_eq!(re("//README.md"), r"^Source: [^\n]+:/README\.md(?:\n|$)");
         assert_eq!(re("a***b"), r"^Source: [^\n]+:a.*b(?:\n|$)");
         assert_eq!(re("docs/café.md"), r"^Source: [^\n]+:docs/café\.md(?:\n|$)");
         assert_eq!(re("x(1)[2]{3}|^$+\\"), r"^Source: [^\n]+:x\(1\)\[2\]\{3\}\|\^\$\+\\(?:\n|$)");
