@@ -8,18 +8,16 @@
 //!   so `--tenant ""` overrides the environment while an absent flag does not.
 //! - An environment variable set to the empty string counts as unset, as Go's
 //!   `if value := env[name]; value != ""` has it.
-//! - The YAML file is read only when `--config` or `CHROMA_REPO_SEARCH_CONFIG_FILE` names it, and is
-//!   decoded as `gopkg.in/yaml.v3` decodes it into the reference server's struct with
-//!   `KnownFields(true)` ([`goyaml`]): unknown keys, duplicate keys and wrong types are collected
-//!   into the same `yaml: unmarshal errors:` text. The struct has no bearer-token field, so a token
-//!   in YAML fails as an unknown field; that is the reference server's only "no token in YAML" rule.
+//! - The YAML file is read only when `--config` or `CHROMA_REPO_SEARCH_CONFIG_FILE` names it. It is
+//!   the reference indexer's file ([`crate::index_config`]): unknown keys, duplicate keys and wrong
+//!   types are refused, with serde-saphyr's message naming the line and column. The schema has no
+//!   bearer-token key, so a token in YAML fails as an unknown key; that is the reference server's
+//!   only "no token in YAML" rule.
 //! - Precedence is applied in Go's order (defaults, YAML, environment, flags), and so are the
 //!   errors: flag syntax first, then the file, then each environment variable, then validation.
 
-mod goyaml;
-
 use std::fmt;
-use std::io::{self, Read};
+use std::io::Read as _;
 use std::time::Duration;
 
 use crate::goflag::{self, FlagDef, FlagError, FlagKind, ParsedFlags};
@@ -309,26 +307,29 @@ fn load_config(flags: &ParsedFlags, env: &dyn Fn(&str) -> Option<String>) -> Res
         _ => env(ENV_CONFIG_FILE),
     };
     if let Some(path) = config_path {
-        let data = read_file(&path).map_err(|err| ConfigError::invalid(format!("read config file: {err}")))?;
-        let file = goyaml::decode(&data).map_err(|err| ConfigError::invalid(format!("parse config file: {err}")))?;
-        if file.version != 1 {
+        let text = read_file(&path).map_err(|err| ConfigError::invalid(format!("read config file: {err}")))?;
+        let file = crate::index_config::parse(&text)
+            .map_err(|err| ConfigError::invalid(format!("parse config file: {err}")))?;
+        if file.version != Some(1) {
             return Err(ConfigError::invalid("config version must be 1"));
         }
+        let (chroma, embedding) = (file.chroma, file.embedding);
         for (target, value) in [
-            (&mut cfg.server_url, file.chroma_server_url),
-            (&mut cfg.collection_name, file.chroma_collection_name),
-            (&mut cfg.tenant, file.chroma_tenant),
-            (&mut cfg.database, file.chroma_database),
-            (&mut cfg.embedding_api_url, file.embedding_api_url),
-            (&mut cfg.embedding_model, file.embedding_model),
-            (&mut cfg.embedding_api_key, file.embedding_api_key),
+            (&mut cfg.server_url, chroma.server_url),
+            (&mut cfg.collection_name, chroma.collection_name),
+            (&mut cfg.tenant, chroma.tenant),
+            (&mut cfg.database, chroma.database),
+            (&mut cfg.embedding_api_url, embedding.api_url),
+            (&mut cfg.embedding_model, embedding.model),
+            (&mut cfg.embedding_api_key, embedding.api_key),
         ] {
-            if !value.is_empty() {
+            // An empty value leaves the default, as in the reference.
+            if let Some(value) = value.filter(|value| !value.is_empty()) {
                 *target = value;
             }
         }
-        if file.sync_retry_attempts != 0 {
-            cfg.retry_attempts = file.sync_retry_attempts;
+        if let Some(attempts) = file.sync.retry_attempts.filter(|attempts| *attempts != 0) {
+            cfg.retry_attempts = attempts;
         }
         cfg.config_file = path;
     }
@@ -416,52 +417,12 @@ fn load_config(flags: &ParsedFlags, env: &dyn Fn(&str) -> Option<String>) -> Res
     Ok(cfg)
 }
 
-/// Go's `os.ReadFile`, with its error text: `open <path>: <reason>` when the file cannot be
-/// opened and `read <path>: <reason>` when it cannot be read (a directory, for instance).
-fn read_file(path: &str) -> Result<Vec<u8>, String> {
-    let mut file = std::fs::File::open(path).map_err(|err| format!("open {path}: {}", go_errno_text(&err)))?;
-    let mut data = Vec::new();
-    file.read_to_end(&mut data).map_err(|err| format!("read {path}: {}", go_errno_text(&err)))?;
-    Ok(data)
-}
-
-/// The text of Go's `syscall.Errno` on Linux for the errors opening or reading a file can give.
-fn go_errno_text(err: &io::Error) -> String {
-    let Some(code) = err.raw_os_error() else {
-        return err.to_string();
-    };
-    let text = match code {
-        1 => "operation not permitted",
-        2 => "no such file or directory",
-        4 => "interrupted system call",
-        5 => "input/output error",
-        6 => "no such device or address",
-        9 => "bad file descriptor",
-        11 => "resource temporarily unavailable",
-        12 => "cannot allocate memory",
-        13 => "permission denied",
-        14 => "bad address",
-        16 => "device or resource busy",
-        19 => "no such device",
-        20 => "not a directory",
-        21 => "is a directory",
-        22 => "invalid argument",
-        23 => "too many open files in system",
-        24 => "too many open files",
-        26 => "text file busy",
-        27 => "file too large",
-        28 => "no space left on device",
-        30 => "read-only file system",
-        36 => "file name too long",
-        40 => "too many levels of symbolic links",
-        75 => "value too large for defined data type",
-        95 => "operation not supported",
-        110 => "connection timed out",
-        116 => "stale NFS file handle",
-        121 => "remote I/O error",
-        _ => return format!("errno {code}"),
-    };
-    text.to_owned()
+/// The file's text; the error names the step (`open` or `read`) and the path.
+fn read_file(path: &str) -> Result<String, String> {
+    let mut file = std::fs::File::open(path).map_err(|err| format!("open {path}: {err}"))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(|err| format!("read {path}: {err}"))?;
+    Ok(text)
 }
 
 fn validate(cfg: &Config, timeout_nanos: i64) -> Result<(), ConfigError> {

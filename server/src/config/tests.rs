@@ -471,25 +471,34 @@ fn yaml_file_errors() {
     };
     assert_eq!(run_file("version: 2\n"), "config version must be 1");
     assert_eq!(run_file("chroma:\n  tenant: t\n"), "config version must be 1");
-    assert_eq!(run_file(""), "parse config file: EOF");
+    // Syntax and type errors: serde-saphyr's wording, naming the problem, the key and the line
+    // the reference names.
+    assert_eq!(run_file(""), "parse config file: EOF: the file holds no YAML document");
+    assert_eq!(run_file("# nothing else\n"), "parse config file: EOF: the file holds no YAML document");
     assert_eq!(
         run_file("version: 1\nchroma:\n  bearer_token: secret\n"),
-        "parse config file: yaml: unmarshal errors:\n  line 3: field bearer_token not found in type struct { ServerURL \
-         string \"yaml:\\\"server_url\\\"\"; CollectionName string \"yaml:\\\"collection_name\\\"\"; Tenant string \
-         \"yaml:\\\"tenant\\\"\"; Database string \"yaml:\\\"database\\\"\" }"
+        "parse config file: unknown field `bearer_token`, expected one of server_url, collection_name, tenant, \
+         database at line 3, column 3"
     );
     assert_eq!(
         run_file("version: 1\nbearer_token: secret\n"),
-        "parse config file: yaml: unmarshal errors:\n  line 2: field bearer_token not found in type content.yamlConfig"
+        "parse config file: unknown field `bearer_token`, expected one of version, chroma, files, chunking, sync, \
+         embedding at line 2, column 1"
     );
     assert_eq!(
         run_file("version: 1\nsync:\n  retry_attempts: many\n"),
-        "parse config file: yaml: unmarshal errors:\n  line 3: cannot unmarshal !!str `many` into int"
+        "parse config file: invalid i64 at line 3, column 19"
     );
     assert_eq!(
         run_file("version: 1\n  x: y\n"),
-        "parse config file: yaml: line 2: mapping values are not allowed in this context"
+        "parse config file: mapping values are not allowed in this context at line 2, column 4"
     );
+    let message = run_file("version: 1\nversion: 1\n");
+    assert!(message.contains("duplicate mapping key: version") && message.contains("line 2"), "{message}");
+    // What the lines around a mistake hold (an API key, say) is not quoted.
+    let message = run_file("version: 1\nembedding:\n  api_key: sk-secret-1\n  bogus: x\n");
+    assert!(message.contains("unknown field `bogus`") && message.contains("line 4"), "{message}");
+    assert!(!message.contains("sk-secret-1"), "{message}");
     // The file is read only after flags, and its errors precede the environment's.
     let file = yaml_file("version: 3\n");
     let message =
@@ -499,7 +508,9 @@ fn yaml_file_errors() {
 
 #[test]
 fn yaml_values_apply_only_when_set() {
-    let file = yaml_file("version: 1\nchroma:\n  tenant: \"\"\n  database: ~\nsync:\n  retry_attempts: 0\n");
+    let file = yaml_file(
+        "version: 1\nchroma:\n  tenant: \"\"\n  database: ~\nsync:\n  retry_attempts: 0\nembedding:\nfiles: ~\n",
+    );
     let config = serve(&with_required(&["--config", file.path().to_str().unwrap()]), &[]);
     assert_eq!(config.tenant, "default_tenant");
     assert_eq!(config.database, "default_database");
@@ -515,11 +526,14 @@ fn yaml_values_apply_only_when_set() {
 fn unreadable_config_files() {
     assert_eq!(
         error(&args(&["--config", "/nonexistent/repo-retriever.yaml"]), &[]),
-        "read config file: open /nonexistent/repo-retriever.yaml: no such file or directory"
+        "read config file: open /nonexistent/repo-retriever.yaml: No such file or directory (os error 2)"
     );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_str().unwrap();
-    assert_eq!(error(&args(&["--config", path]), &[]), format!("read config file: read {path}: is a directory"));
+    assert_eq!(
+        error(&args(&["--config", path]), &[]),
+        format!("read config file: read {path}: Is a directory (os error 21)")
+    );
 }
 
 #[test]
