@@ -51,14 +51,16 @@ impl SearchArgs {
             return Err(ValidationError::LimitOutOfRange);
         }
         let (organization, repository, branch) = parse_source(&n.source)?;
-        let path = n.path.strip_prefix('/').unwrap_or(&n.path).trim();
-        if path.contains(['\r', '\n']) {
+        // `PathGlob::new` drops the one leading `/` the reference drops; the
+        // check runs on what is left, as the reference's does.
+        let path = PathGlob::new(&n.path);
+        if path.as_ref().is_some_and(|glob| glob.pattern().contains(['\r', '\n'])) {
             return Err(ValidationError::PathLineBreak);
         }
         Ok(SearchRequest {
             query: n.query,
             limit: n.limit as usize,
-            filter: SearchFilter { organization, repository, branch, path: PathGlob::new(path) },
+            filter: SearchFilter { organization, repository, branch, path },
             source: n.source,
         })
     }
@@ -158,6 +160,20 @@ mod tests {
         assert_eq!(args("q", "", "", 1).validate().unwrap().limit, 1);
         assert_eq!(args("q", "", "", 20).validate().unwrap().limit, 20);
         assert!(args("q", "", "/", 20).validate().unwrap().filter.path.is_none());
+    }
+
+    /// Issue 10: the reference removes exactly one leading `/` (Go's
+    /// `strings.TrimPrefix`), so `//README.md` still starts with one.
+    #[test]
+    fn issue10_only_one_leading_slash_is_removed() {
+        let pattern =
+            |path: &str| args("q", "", path, 0).validate().unwrap().filter.path.map(|g| g.pattern().to_owned());
+        assert_eq!(pattern("//README.md").as_deref(), Some("/README.md"));
+        assert_eq!(pattern("/README.md").as_deref(), Some("README.md"));
+        assert_eq!(pattern(" / README.md ").as_deref(), Some("README.md"));
+        assert_eq!(pattern("//").as_deref(), Some("/"));
+        assert_eq!(pattern("/\n"), None);
+        assert_eq!(err(args("q", "", "//a\nb", 0)), "path must not contain line breaks");
     }
 
     #[test]

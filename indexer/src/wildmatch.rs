@@ -2,59 +2,77 @@
 //! `gitwildmatch` patterns (version 0.12), which the reference indexer uses for
 //! its include and exclude paths.
 //!
-//! `globset` was considered and rejected here: a Git pattern without a slash
-//! matches at any depth (`*.py` matches `a/b.py`), a pattern also matches
-//! everything below a matching directory (`docs` matches `docs/a.md`), `[^..]`
-//! negates, a trailing `/` only matches directories and `**/` has its own edge
-//! case. globset implements none of these, so each pattern is translated to a
-//! regular expression following the same rules as `pathspec`.
+//! Matching is `globset`'s, with `*` and `?` kept inside one path segment and an
+//! unclosed `[` read as a literal, as pathspec reads them: `*`, `?`, `[a-c]`,
+//! `[!a-c]`, `\x` and `**` between slashes mean the same in both. The Git rules
+//! around a glob are pathspec's and live here: a pattern without a slash matches
+//! at any depth (`*.py` matches `a/b.py`), a pattern also matches everything
+//! below a matching directory (`docs` matches `docs/a.md`), a trailing `/`
+//! matches only below a directory, a leading `/` anchors at the root, and `**/`
+//! alone matches everything but files in the root.
+//!
+//! Where the two differ, Git's reading wins: braces are literal in Git but an
+//! alternation in globset, so they are escaped. Left as globset reads them, in
+//! patterns no repository configuration is known to use: POSIX classes
+//! (`[[:alpha:]]`) and a backslash inside a bracket expression.
 //!
 //! A list of patterns is evaluated like `PathSpec.match_file`: every pattern
 //! that matches sets the result to its polarity (`!pattern` excludes), the last
 //! match wins, and no match means "not matched".
 
-use regex::Regex;
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 
 use crate::IndexError;
 
-/// One compiled pattern.
+/// An ordered list of Git wildmatch patterns.
 #[derive(Debug, Clone)]
-struct Pattern {
-    regex: Regex,
-    include: bool,
+pub struct PathSpec {
+    /// Each pattern's globs, in pattern order.
+    set: GlobSet,
+    /// The polarity of the pattern each glob of `set` comes from.
+    include: Vec<bool>,
 }
 
-/// An ordered list of Git wildmatch patterns.
-#[derive(Debug, Clone, Default)]
-pub struct PathSpec {
-    patterns: Vec<Pattern>,
+impl Default for PathSpec {
+    fn default() -> Self {
+        PathSpec { set: GlobSet::empty(), include: Vec::new() }
+    }
 }
 
 impl PathSpec {
     /// Compiles the patterns; comments (`#...`) and blank lines are no-ops.
     pub fn new<S: AsRef<str>>(patterns: &[S]) -> Result<Self, IndexError> {
-        let mut compiled = Vec::new();
+        let mut builder = GlobSetBuilder::new();
+        let mut include = Vec::new();
         for pattern in patterns {
             let pattern = pattern.as_ref();
             let invalid = |reason: String| IndexError::InvalidPattern { pattern: pattern.to_owned(), reason };
-            if let Some((source, include)) = translate(pattern).map_err(invalid)? {
-                let regex = Regex::new(&source).map_err(|e| invalid(e.to_string()))?;
-                compiled.push(Pattern { regex, include });
+            let Some((globs, polarity)) = translate(pattern).map_err(invalid)? else {
+                continue;
+            };
+            for glob in globs {
+                let glob = GlobBuilder::new(&glob)
+                    .literal_separator(true)
+                    .backslash_escape(true)
+                    .allow_unclosed_class(true)
+                    .build()
+                    .map_err(|e| invalid(e.kind().to_string()))?;
+                builder.add(glob);
+                include.push(polarity);
             }
         }
-        Ok(PathSpec { patterns: compiled })
+        let set = builder.build().map_err(|e| IndexError::InvalidPattern {
+            pattern: patterns.iter().map(AsRef::as_ref).collect::<Vec<_>>().join(", "),
+            reason: e.to_string(),
+        })?;
+        Ok(PathSpec { set, include })
     }
 
     /// Whether the POSIX relative `path` is selected by the patterns.
     pub fn matches(&self, path: &str) -> bool {
         let path = path.strip_prefix('/').or_else(|| path.strip_prefix("./")).unwrap_or(path);
-        let mut matched = false;
-        for pattern in &self.patterns {
-            if pattern.regex.is_match(path) {
-                matched = pattern.include;
-            }
-        }
-        matched
+        // Indexes come back in ascending order: the last one is the last pattern that matched.
+        self.set.matches(path).last().is_some_and(|&glob| self.include[glob])
     }
 }
 
@@ -68,8 +86,9 @@ fn trim(pattern: &str) -> &str {
     }
 }
 
-/// A pattern's regular expression and polarity, or `None` for a no-op line.
-fn translate(pattern: &str) -> Result<Option<(String, bool)>, String> {
+/// A pattern's globs (it matches when one of them does) and polarity, or
+/// `None` for a no-op line.
+fn translate(pattern: &str) -> Result<Option<(Vec<String>, bool)>, String> {
     let pattern = trim(pattern);
     if pattern.is_empty() || pattern.starts_with('#') || pattern == "/" {
         return Ok(None);
@@ -79,21 +98,12 @@ fn translate(pattern: &str) -> Result<Option<(String, bool)>, String> {
         None => (pattern, true),
     };
     let mut segs: Vec<&str> = pattern.split('/').collect();
-
-    // Collapse runs of `**` segments into one.
-    let mut i = segs.len().saturating_sub(1);
-    while i > 0 {
-        if segs[i - 1] == "**" && segs[i] == "**" {
-            segs.remove(i);
-        }
-        i -= 1;
-    }
+    segs.dedup_by(|next, previous| *next == "**" && *previous == "**");
 
     // `**/` matches everything except files directly in the root.
-    if segs.len() == 2 && segs[0] == "**" && segs[1].is_empty() {
-        return Ok(Some(("^.+/.*\n?\\z".to_owned(), include)));
+    if segs == ["**", ""] {
+        return Ok(Some((vec!["*/**".to_owned()], include)));
     }
-
     if segs[0].is_empty() {
         // A leading slash anchors the pattern at the root.
         segs.remove(0);
@@ -109,122 +119,13 @@ fn translate(pattern: &str) -> Result<Option<(String, bool)>, String> {
         let last = segs.len() - 1;
         segs[last] = "**";
     }
-
-    let mut out = String::from("^");
-    let mut need_slash = false;
-    let end = segs.len() - 1;
-    for (i, seg) in segs.iter().enumerate() {
-        if *seg == "**" {
-            if i == 0 && i == end {
-                out.push_str("[^/]+(?:/.*)?");
-            } else if i == 0 {
-                out.push_str("(?:.+/)?");
-                need_slash = false;
-            } else if i == end {
-                out.push_str("/.*");
-            } else {
-                out.push_str("(?:/.+)?");
-                need_slash = true;
-            }
-            continue;
-        }
-        if need_slash {
-            out.push('/');
-        }
-        if *seg == "*" {
-            out.push_str("[^/]+");
-        } else {
-            segment_glob(seg, &mut out)?;
-        }
-        if i == end {
-            // A name matches a file, or a directory and everything below it.
-            out.push_str("(?:/.*)?");
-        }
-        need_slash = true;
+    let glob = segs.join("/").replace('{', "\\{").replace('}', "\\}");
+    if segs.last() == Some(&"**") {
+        return Ok(Some((vec![glob], include)));
     }
-    // Python's `$` also matches before one final newline.
-    out.push_str("\n?\\z");
-    Ok(Some((out, include)))
-}
-
-/// Translates one path segment (`*`, `?`, `[...]`, `\x`, literals).
-fn segment_glob(seg: &str, out: &mut String) -> Result<(), String> {
-    let chars: Vec<char> = seg.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        i += 1;
-        match c {
-            '\\' => {
-                let Some(&next) = chars.get(i) else {
-                    return Err("escape character found with no next character".to_owned());
-                };
-                push_literal(next, out);
-                i += 1;
-            }
-            '*' => out.push_str("[^/]*"),
-            '?' => out.push_str("[^/]"),
-            '[' => {
-                let mut j = i;
-                if j < chars.len() && (chars[j] == '!' || chars[j] == '^') {
-                    j += 1;
-                }
-                if j < chars.len() && chars[j] == ']' {
-                    j += 1;
-                }
-                while j < chars.len() && chars[j] != ']' {
-                    j += 1;
-                }
-                if j < chars.len() {
-                    let negate = chars[i] == '!' || chars[i] == '^';
-                    let body_start = if negate { i + 1 } else { i };
-                    bracket(&chars[body_start..j], negate, out)?;
-                    i = j + 1;
-                } else {
-                    out.push_str("\\[");
-                }
-            }
-            c => push_literal(c, out),
-        }
-    }
-    Ok(())
-}
-
-fn push_literal(c: char, out: &mut String) {
-    let mut buf = [0u8; 4];
-    out.push_str(&regex::escape(c.encode_utf8(&mut buf)));
-}
-
-/// A bracket expression as Python's `re` reads pathspec's output: every
-/// character is literal (backslashes included), `a-b` is a range, a `]` first
-/// or a `-` last is literal. Emitted with each member escaped, so that Rust's
-/// class syntax (nested classes, `&&`, `[:alpha:]`) never applies.
-fn bracket(body: &[char], negate: bool, out: &mut String) -> Result<(), String> {
-    let escape = |c: char| {
-        let mut buf = [0u8; 4];
-        regex::escape(c.encode_utf8(&mut buf))
-    };
-    let mut class = String::from(if negate { "[^" } else { "[" });
-    let mut k = 0;
-    while k < body.len() {
-        let lo = body[k];
-        if k + 2 < body.len() && body[k + 1] == '-' {
-            let hi = body[k + 2];
-            if hi < lo {
-                return Err(format!("bad character range {lo}-{hi}"));
-            }
-            class.push_str(&escape(lo));
-            class.push('-');
-            class.push_str(&escape(hi));
-            k += 3;
-        } else {
-            class.push_str(&escape(lo));
-            k += 1;
-        }
-    }
-    class.push(']');
-    out.push_str(&class);
-    Ok(())
+    // A name matches a file, or a directory and everything below it.
+    let below = format!("{glob}/**");
+    Ok(Some((vec![glob, below], include)))
 }
 
 #[cfg(test)]
@@ -243,24 +144,46 @@ mod tests {
         }
     }
 
+    /// The answers of pathspec 0.12.1's `gitwildmatch` for each form of pattern.
     #[test]
-    fn regexes_match_pathspec_translation() {
-        // Expected strings are pathspec 0.12.1's regexes with the group name
-        // removed and `$` written as `\n?\z`.
-        let cases = [
-            ("*.py", "^(?:.+/)?[^/]*\\.py(?:/.*)?\n?\\z"),
-            ("/src", "^src(?:/.*)?\n?\\z"),
-            ("docs/", "^(?:.+/)?docs/.*\n?\\z"),
-            ("a/**/b", "^a(?:/.+)?/b(?:/.*)?\n?\\z"),
-            ("a/**", "^a/.*\n?\\z"),
-            ("**", "^[^/]+(?:/.*)?\n?\\z"),
-            ("**/", "^.+/.*\n?\\z"),
-            ("a/*", "^a/[^/]+(?:/.*)?\n?\\z"),
-            ("[!a-c]?", "^(?:.+/)?[^a-c][^/](?:/.*)?\n?\\z"),
+    fn matches_like_pathspec() {
+        let cases: &[(&str, &[&str], &[&str])] = &[
+            ("*.py", &["a.py", "src/a.py", "a.py/x", "x/.py"], &["a.pyc", "apy", "py/a"]),
+            ("/src", &["src", "src/a.rs", "src/a/b"], &["lib/src", "srcs"]),
+            ("docs/", &["docs/a.md", "x/docs/a.md"], &["docs", "docsx/a"]),
+            ("a/**/b", &["a/b", "a/x/b", "a/x/y/b", "a/b/c"], &["b", "x/a/b", "a/xb"]),
+            ("a/**", &["a/x", "a/x/y"], &["a", "b/a/x"]),
+            ("**/", &["a/b", "a/b/c"], &["a"]),
+            ("a/*", &["a/x", "a/x/y"], &["a", "b/a/x"]),
+            ("[!a-c]?", &["dx", "x/dx", "dx/y"], &["ax", "d", "dxy"]),
+            ("**/*.go", &["main.go", "cmd/main.go"], &["main.gox"]),
+            ("src/*.rs", &["src/a.rs"], &["src/a/b.rs", "x/src/a.rs"]),
+            ("a?c", &["abc", "x/abc"], &["a/c", "ac"]),
+            ("\\*.md", &["*.md"], &["a.md"]),
+            ("[ab", &["[ab", "x/[ab"], &["a"]),
+            ("{a,b}.md", &["{a,b}.md"], &["a.md", "b.md"]),
+            ("a**b", &["ab", "axxb"], &["a/b"]),
         ];
-        for (pattern, expected) in cases {
-            assert_eq!(translate(pattern).unwrap().unwrap().0, expected, "{pattern}");
+        for (pattern, hits, misses) in cases {
+            let one = spec(&[pattern]);
+            for path in *hits {
+                assert!(one.matches(path), "{pattern} should match {path}");
+            }
+            for path in *misses {
+                assert!(!one.matches(path), "{pattern} should not match {path}");
+            }
         }
+    }
+
+    #[test]
+    fn the_last_matching_pattern_wins() {
+        let s = spec(&["**", "!docs/", "docs/keep.md", "!*.lock"]);
+        assert!(s.matches("src/a.rs"));
+        assert!(!s.matches("docs/a.md"));
+        assert!(s.matches("docs/keep.md"));
+        assert!(!s.matches("Cargo.lock"));
+        assert!(!spec(&[]).matches("a"));
+        assert!(!PathSpec::default().matches("a"));
     }
 
     #[test]

@@ -60,7 +60,7 @@ pub struct IndexArgs {
     #[arg(long)]
     pub branch: Option<String>,
     /// Commit the files come from; used for source links.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub commit_sha: String,
     /// Git wildmatch patterns of paths to include (repeatable) [default: **].
     #[arg(long = "include-paths", value_name = "PATTERN")]
@@ -141,13 +141,13 @@ pub struct SearchCmd {
     #[command(flatten)]
     pub store: StoreArg,
     /// owner/repository or owner/repository@branch.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub source: String,
     /// Path pattern: * crosses folders, **/ matches zero or more folders, ? one character.
-    #[arg(long, default_value = "")]
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub path: String,
     /// Maximum excerpts, 1 to 20 [default: 5].
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub limit: i64,
     #[command(flatten)]
     pub rerank: RerankArgs,

@@ -1,31 +1,30 @@
-//! Start-up configuration, read exactly as `mcp-chromadb-repo-search` reads it.
+//! Start-up configuration, read as `mcp-chromadb-repo-search` reads it.
 //!
 //! An operator swaps the reference server for this one without touching the command line, the
-//! environment or the YAML file, so everything here reproduces the Go implementation
-//! (`internal/content/config.go` and `main.go`) rule by rule, including every message:
+//! environment or the YAML file: the same names, precedence, defaults and validation messages as
+//! the Go implementation (`internal/content/config.go` and `main.go`). Syntax errors of flags and
+//! YAML are the libraries' wording, naming the same flag, key and line.
 //!
-//! - Flags follow Go's `flag` package ([`crate::goflag`]); a flag counts only when it was given,
-//!   so `--tenant ""` overrides the environment while an absent flag does not.
+//! - Flags are parsed by clap ([`flags`]), which also takes the Go spellings scripts use; a flag
+//!   counts only when it was given, so `--tenant ""` overrides the environment while an absent
+//!   flag does not.
 //! - An environment variable set to the empty string counts as unset, as Go's
 //!   `if value := env[name]; value != ""` has it.
-//! - The YAML file is read only when `--config` or `CHROMA_REPO_SEARCH_CONFIG_FILE` names it, and is
-//!   decoded as `gopkg.in/yaml.v3` decodes it into the reference server's struct with
-//!   `KnownFields(true)` ([`goyaml`]): unknown keys, duplicate keys and wrong types are collected
-//!   into the same `yaml: unmarshal errors:` text. The struct has no bearer-token field, so a token
-//!   in YAML fails as an unknown field; that is the reference server's only "no token in YAML" rule.
+//! - The YAML file is read only when `--config` or `CHROMA_REPO_SEARCH_CONFIG_FILE` names it. It is
+//!   the reference indexer's file ([`crate::index_config`]): unknown keys, duplicate keys and wrong
+//!   types are refused, with serde-saphyr's message naming the line and column. The schema has no
+//!   bearer-token key, so a token in YAML fails as an unknown key; that is the reference server's
+//!   only "no token in YAML" rule.
 //! - Precedence is applied in Go's order (defaults, YAML, environment, flags), and so are the
 //!   errors: flag syntax first, then the file, then each environment variable, then validation.
 
-mod goyaml;
-
 use std::fmt;
-use std::io::{self, Read};
+use std::io::Read as _;
 use std::time::Duration;
 
-use crate::goflag::{self, FlagDef, FlagError, FlagKind, ParsedFlags};
+mod flags;
 
-/// The program name Go's usage text falls back to when `argv[0]` is missing.
-pub const PROGRAM: &str = "repo-retriever";
+pub use flags::{DropInFlags, help};
 
 /// The validated configuration of a server run.
 #[derive(Clone, PartialEq, Eq)]
@@ -120,24 +119,24 @@ pub enum Invocation {
     /// `--version`: print the version line to stdout and exit 0. Checked before any configuration
     /// is read, so it succeeds even when the rest would not.
     Version,
-    /// `-h`/`-help`: the usage has been written to stderr by [`load`]; exit 0.
+    /// `-h`/`-help`/`--help`: [`help`] has been written to stdout by [`load`]; exit 0.
     Help,
 }
 
-/// A start-up failure. `Display` is the text Go's error carries.
+/// A start-up failure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigError {
-    /// Go's `flag` package rejected the command line. Go prints `message`, a newline and the usage
-    /// to stderr and exits with status 2 — see [`ConfigError::stderr_output`]. Nothing has been
+    /// clap refused the command line; `message` is its text (the problem, the flag, a usage
+    /// line). Printed to stderr as it is, with exit status 2 as the reference. Nothing has been
     /// printed yet.
-    Flag { message: String, usage: String },
+    Flag { message: String },
     /// Reading, decoding or validating the configuration failed. `main` prints
     /// `Error: <message>` to stderr and exits with status 1.
     Invalid(String),
 }
 
 impl ConfigError {
-    /// The process exit status Go uses for this failure: 2 for flag errors, 1 otherwise.
+    /// The process exit status the reference uses for this failure: 2 for flag errors, 1 otherwise.
     pub fn exit_code(&self) -> i32 {
         match self {
             ConfigError::Flag { .. } => 2,
@@ -145,10 +144,10 @@ impl ConfigError {
         }
     }
 
-    /// Everything the reference server writes to stderr for this failure, byte for byte.
+    /// Everything to write to stderr for this failure.
     pub fn stderr_output(&self) -> String {
         match self {
-            ConfigError::Flag { message, usage } => format!("{message}\n{usage}"),
+            ConfigError::Flag { message } => message.clone(),
             ConfigError::Invalid(message) => format!("Error: {message}\n"),
         }
     }
@@ -161,111 +160,33 @@ impl ConfigError {
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ConfigError::Flag { message, .. } | ConfigError::Invalid(message) => f.write_str(message),
+            ConfigError::Flag { message } => f.write_str(message.trim_end()),
+            ConfigError::Invalid(message) => f.write_str(message),
         }
     }
 }
 
 impl std::error::Error for ConfigError {}
 
-/// The flags of the reference server, with its descriptions (they make up the usage text).
-pub const FLAGS: &[FlagDef] = &[
-    FlagDef { name: "server-url", kind: FlagKind::String, usage: "full HTTP(S) Chroma server origin" },
-    FlagDef {
-        name: "collection-name",
-        kind: FlagKind::String,
-        usage: "Chroma collection containing indexed repository content",
-    },
-    FlagDef { name: "bearer-token", kind: FlagKind::String, usage: "optional Chroma bearer token" },
-    FlagDef { name: "tenant", kind: FlagKind::String, usage: "Chroma tenant" },
-    FlagDef { name: "database", kind: FlagKind::String, usage: "Chroma database" },
-    FlagDef {
-        name: "config",
-        kind: FlagKind::String,
-        usage: "path to a chromadb-repo-indexer-compatible YAML configuration",
-    },
-    FlagDef {
-        name: "retry-attempts",
-        kind: FlagKind::Int,
-        usage: "attempts for transient Chroma and embedding failures",
-    },
-    FlagDef { name: "embedding-api-url", kind: FlagKind::String, usage: "OpenAI-compatible embeddings API origin" },
-    FlagDef { name: "embedding-model", kind: FlagKind::String, usage: "embeddings model name" },
-    FlagDef { name: "embedding-api-key", kind: FlagKind::String, usage: "optional embeddings API key" },
-    FlagDef {
-        name: "rerank-api-url",
-        kind: FlagKind::String,
-        usage: "OpenAI-compatible reranking API origin; enables reranking with --rerank-model",
-    },
-    FlagDef {
-        name: "rerank-model",
-        kind: FlagKind::String,
-        usage: "reranking model name; enables reranking with --rerank-api-url",
-    },
-    FlagDef { name: "rerank-api-key", kind: FlagKind::String, usage: "optional reranking API key" },
-    FlagDef {
-        name: "rerank-candidate-multiplier",
-        kind: FlagKind::Int,
-        usage: "number of Chroma candidates per requested result when reranking (minimum 2)",
-    },
-    FlagDef { name: "rerank-max-candidates", kind: FlagKind::Int, usage: "maximum candidates sent to the reranker" },
-    FlagDef {
-        name: "rerank-max-document-bytes",
-        kind: FlagKind::Int,
-        usage: "maximum UTF-8 bytes sent for one reranking document, including its source header",
-    },
-    FlagDef {
-        name: "rerank-max-request-bytes",
-        kind: FlagKind::Int,
-        usage: "maximum UTF-8 bytes in the reranking request documents",
-    },
-    FlagDef {
-        name: "http",
-        kind: FlagKind::String,
-        usage: "run Streamable HTTP on an address or port (defaults to stdio)",
-    },
-    FlagDef { name: "debug", kind: FlagKind::Bool, usage: "enable debug logging to stderr" },
-    FlagDef { name: "request-timeout", kind: FlagKind::Duration, usage: "timeout for each backend request" },
-    FlagDef { name: "version", kind: FlagKind::Bool, usage: "print version information" },
-];
-
-/// Go's usage text for `program` (its `os.Args[0]`), ending with a newline.
-pub fn usage(program: &str) -> String {
-    goflag::usage(program, FLAGS)
-}
-
-/// The name the usage text shows: `argv[0]` as given, like Go's `os.Args[0]`.
-pub fn program_name() -> String {
-    std::env::args_os().next().map(|arg| arg.to_string_lossy().into_owned()).unwrap_or_else(|| PROGRAM.to_owned())
-}
-
 /// Reads the configuration from the command line (`args` without `argv[0]`) and the environment
-/// as the reference server does. For `-h`/`-help` it writes the usage to stderr and returns
+/// as the reference server does. For `-h`/`-help` it writes [`help`] to stdout and returns
 /// [`Invocation::Help`]; it writes nothing else.
 pub fn load(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ConfigError> {
-    let program = program_name();
-    let invocation = resolve(&program, args, env)?;
+    let invocation = resolve(args, env)?;
     if invocation == Invocation::Help {
-        eprint!("{}", usage(&program));
+        print!("{}", help());
     }
     Ok(invocation)
 }
 
-/// [`load`] without touching stderr, with the program name given.
-pub fn resolve(
-    program: &str,
-    args: &[String],
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Invocation, ConfigError> {
-    let flags = match goflag::parse(FLAGS, args) {
-        Ok(flags) => flags,
-        Err(FlagError::Help) => return Ok(Invocation::Help),
-        Err(FlagError::Invalid(message)) => return Err(ConfigError::Flag { message, usage: usage(program) }),
-    };
-    if flags.bool("version") == Some(true) {
-        return Ok(Invocation::Version);
+/// [`load`] without writing anything.
+pub fn resolve(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ConfigError> {
+    match flags::parse(args) {
+        Ok(flags::Parsed::Help) => Ok(Invocation::Help),
+        Ok(flags::Parsed::Flags(flags)) if flags.version == Some(true) => Ok(Invocation::Version),
+        Ok(flags::Parsed::Flags(flags)) => from_flags(&flags, env).map(Invocation::Serve),
+        Err(message) => Err(ConfigError::Flag { message }),
     }
-    load_config(&flags, env).map(Invocation::Serve)
 }
 
 /// The `std::env` lookup to pass to [`load`]. A value that is not valid UTF-8 is passed on with
@@ -276,7 +197,9 @@ pub fn process_env(name: &str) -> Option<String> {
 
 const ENV_CONFIG_FILE: &str = "CHROMA_REPO_SEARCH_CONFIG_FILE";
 
-fn load_config(flags: &ParsedFlags, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+/// The configuration that `flags`, the environment and the YAML file they name describe, in the
+/// reference's order: defaults, YAML, environment, flags; then validation.
+pub fn from_flags(flags: &DropInFlags, env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
     // Go reads a missing variable and an empty one alike.
     let env = |name: &str| env(name).filter(|value| !value.is_empty());
     let mut cfg = Config {
@@ -304,31 +227,34 @@ fn load_config(flags: &ParsedFlags, env: &dyn Fn(&str) -> Option<String>) -> Res
     let mut timeout_nanos: i64 = 120_000_000_000;
 
     // `--config ""` is the same as no flag: the variable is consulted.
-    let config_path = match flags.string("config") {
-        Some(path) if !path.is_empty() => Some(path.to_owned()),
+    let config_path = match &flags.config {
+        Some(path) if !path.is_empty() => Some(path.clone()),
         _ => env(ENV_CONFIG_FILE),
     };
     if let Some(path) = config_path {
-        let data = read_file(&path).map_err(|err| ConfigError::invalid(format!("read config file: {err}")))?;
-        let file = goyaml::decode(&data).map_err(|err| ConfigError::invalid(format!("parse config file: {err}")))?;
-        if file.version != 1 {
+        let text = read_file(&path).map_err(|err| ConfigError::invalid(format!("read config file: {err}")))?;
+        let file = crate::index_config::parse(&text)
+            .map_err(|err| ConfigError::invalid(format!("parse config file: {err}")))?;
+        if file.version != Some(1) {
             return Err(ConfigError::invalid("config version must be 1"));
         }
+        let (chroma, embedding) = (file.chroma, file.embedding);
         for (target, value) in [
-            (&mut cfg.server_url, file.chroma_server_url),
-            (&mut cfg.collection_name, file.chroma_collection_name),
-            (&mut cfg.tenant, file.chroma_tenant),
-            (&mut cfg.database, file.chroma_database),
-            (&mut cfg.embedding_api_url, file.embedding_api_url),
-            (&mut cfg.embedding_model, file.embedding_model),
-            (&mut cfg.embedding_api_key, file.embedding_api_key),
+            (&mut cfg.server_url, chroma.server_url),
+            (&mut cfg.collection_name, chroma.collection_name),
+            (&mut cfg.tenant, chroma.tenant),
+            (&mut cfg.database, chroma.database),
+            (&mut cfg.embedding_api_url, embedding.api_url),
+            (&mut cfg.embedding_model, embedding.model),
+            (&mut cfg.embedding_api_key, embedding.api_key),
         ] {
-            if !value.is_empty() {
+            // An empty value leaves the default, as in the reference.
+            if let Some(value) = value.filter(|value| !value.is_empty()) {
                 *target = value;
             }
         }
-        if file.sync_retry_attempts != 0 {
-            cfg.retry_attempts = file.sync_retry_attempts;
+        if let Some(attempts) = file.sync.retry_attempts.filter(|attempts| *attempts != 0) {
+            cfg.retry_attempts = attempts;
         }
         cfg.config_file = path;
     }
@@ -359,51 +285,51 @@ fn load_config(flags: &ParsedFlags, env: &dyn Fn(&str) -> Option<String>) -> Res
         (&mut cfg.rerank_max_request_bytes, "CHROMA_REPO_SEARCH_RERANK_MAX_REQUEST_BYTES"),
     ] {
         if let Some(value) = env(name) {
-            *target = goflag::atoi(&value).map_err(|_| ConfigError::invalid(format!("{name} must be an integer")))?;
+            *target = value.parse().map_err(|_| ConfigError::invalid(format!("{name} must be an integer")))?;
         }
     }
     if let Some(value) = env("MCP_CHROMADB_REPO_SEARCH_DEBUG") {
-        cfg.debug = goflag::parse_bool(&value)
-            .ok_or_else(|| ConfigError::invalid("MCP_CHROMADB_REPO_SEARCH_DEBUG must be true or false"))?;
+        cfg.debug = flags::parse_bool(&value)
+            .map_err(|_| ConfigError::invalid("MCP_CHROMADB_REPO_SEARCH_DEBUG must be true or false"))?;
     }
     if let Some(value) = env("MCP_CHROMADB_REPO_SEARCH_REQUEST_TIMEOUT") {
-        timeout_nanos = goflag::parse_duration(&value)
-            .ok_or_else(|| ConfigError::invalid("MCP_CHROMADB_REPO_SEARCH_REQUEST_TIMEOUT must be a duration"))?;
+        timeout_nanos = flags::parse_duration_nanos(&value)
+            .map_err(|_| ConfigError::invalid("MCP_CHROMADB_REPO_SEARCH_REQUEST_TIMEOUT must be a duration"))?;
     }
 
-    for (target, name) in [
-        (&mut cfg.server_url, "server-url"),
-        (&mut cfg.collection_name, "collection-name"),
-        (&mut cfg.bearer_token, "bearer-token"),
-        (&mut cfg.tenant, "tenant"),
-        (&mut cfg.database, "database"),
-        (&mut cfg.embedding_api_url, "embedding-api-url"),
-        (&mut cfg.embedding_model, "embedding-model"),
-        (&mut cfg.embedding_api_key, "embedding-api-key"),
-        (&mut cfg.rerank_api_url, "rerank-api-url"),
-        (&mut cfg.rerank_model, "rerank-model"),
-        (&mut cfg.rerank_api_key, "rerank-api-key"),
-        (&mut cfg.http_addr, "http"),
+    for (target, flag) in [
+        (&mut cfg.server_url, &flags.server_url),
+        (&mut cfg.collection_name, &flags.collection_name),
+        (&mut cfg.bearer_token, &flags.bearer_token),
+        (&mut cfg.tenant, &flags.tenant),
+        (&mut cfg.database, &flags.database),
+        (&mut cfg.embedding_api_url, &flags.embedding_api_url),
+        (&mut cfg.embedding_model, &flags.embedding_model),
+        (&mut cfg.embedding_api_key, &flags.embedding_api_key),
+        (&mut cfg.rerank_api_url, &flags.rerank_api_url),
+        (&mut cfg.rerank_model, &flags.rerank_model),
+        (&mut cfg.rerank_api_key, &flags.rerank_api_key),
+        (&mut cfg.http_addr, &flags.http),
     ] {
-        if let Some(value) = flags.string(name) {
+        if let Some(value) = flag {
             value.clone_into(target);
         }
     }
-    for (target, name) in [
-        (&mut cfg.retry_attempts, "retry-attempts"),
-        (&mut cfg.rerank_candidate_multiplier, "rerank-candidate-multiplier"),
-        (&mut cfg.rerank_max_candidates, "rerank-max-candidates"),
-        (&mut cfg.rerank_max_document_bytes, "rerank-max-document-bytes"),
-        (&mut cfg.rerank_max_request_bytes, "rerank-max-request-bytes"),
+    for (target, flag) in [
+        (&mut cfg.retry_attempts, flags.retry_attempts),
+        (&mut cfg.rerank_candidate_multiplier, flags.rerank_candidate_multiplier),
+        (&mut cfg.rerank_max_candidates, flags.rerank_max_candidates),
+        (&mut cfg.rerank_max_document_bytes, flags.rerank_max_document_bytes),
+        (&mut cfg.rerank_max_request_bytes, flags.rerank_max_request_bytes),
     ] {
-        if let Some(value) = flags.int(name) {
+        if let Some(value) = flag {
             *target = value;
         }
     }
-    if let Some(value) = flags.bool("debug") {
+    if let Some(value) = flags.debug {
         cfg.debug = value;
     }
-    if let Some(value) = flags.duration_nanos("request-timeout") {
+    if let Some(value) = flags.request_timeout {
         timeout_nanos = value;
     }
 
@@ -416,52 +342,12 @@ fn load_config(flags: &ParsedFlags, env: &dyn Fn(&str) -> Option<String>) -> Res
     Ok(cfg)
 }
 
-/// Go's `os.ReadFile`, with its error text: `open <path>: <reason>` when the file cannot be
-/// opened and `read <path>: <reason>` when it cannot be read (a directory, for instance).
-fn read_file(path: &str) -> Result<Vec<u8>, String> {
-    let mut file = std::fs::File::open(path).map_err(|err| format!("open {path}: {}", go_errno_text(&err)))?;
-    let mut data = Vec::new();
-    file.read_to_end(&mut data).map_err(|err| format!("read {path}: {}", go_errno_text(&err)))?;
-    Ok(data)
-}
-
-/// The text of Go's `syscall.Errno` on Linux for the errors opening or reading a file can give.
-fn go_errno_text(err: &io::Error) -> String {
-    let Some(code) = err.raw_os_error() else {
-        return err.to_string();
-    };
-    let text = match code {
-        1 => "operation not permitted",
-        2 => "no such file or directory",
-        4 => "interrupted system call",
-        5 => "input/output error",
-        6 => "no such device or address",
-        9 => "bad file descriptor",
-        11 => "resource temporarily unavailable",
-        12 => "cannot allocate memory",
-        13 => "permission denied",
-        14 => "bad address",
-        16 => "device or resource busy",
-        19 => "no such device",
-        20 => "not a directory",
-        21 => "is a directory",
-        22 => "invalid argument",
-        23 => "too many open files in system",
-        24 => "too many open files",
-        26 => "text file busy",
-        27 => "file too large",
-        28 => "no space left on device",
-        30 => "read-only file system",
-        36 => "file name too long",
-        40 => "too many levels of symbolic links",
-        75 => "value too large for defined data type",
-        95 => "operation not supported",
-        110 => "connection timed out",
-        116 => "stale NFS file handle",
-        121 => "remote I/O error",
-        _ => return format!("errno {code}"),
-    };
-    text.to_owned()
+/// The file's text; the error names the step (`open` or `read`) and the path.
+fn read_file(path: &str) -> Result<String, String> {
+    let mut file = std::fs::File::open(path).map_err(|err| format!("open {path}: {err}"))?;
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(|err| format!("read {path}: {err}"))?;
+    Ok(text)
 }
 
 fn validate(cfg: &Config, timeout_nanos: i64) -> Result<(), ConfigError> {

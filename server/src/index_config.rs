@@ -2,25 +2,35 @@
 //! --config`: its `files`, `chunking` and `sync` keys select and cut files
 //! exactly as the reference does; `chroma` and `embedding` describe a Chroma
 //! target. Command-line flags override the file.
+//!
+//! The drop-in server reads the same file ([`parse`], for `--config`); both
+//! go through `serde-saphyr` with unknown keys refused, and its errors name
+//! the line and column.
 
 use std::path::Path;
 
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IndexConfig {
     pub version: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_empty")]
     pub chroma: ChromaSection,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_empty")]
     pub files: FilesSection,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_empty")]
     pub chunking: ChunkingSection,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_empty")]
     pub sync: SyncSection,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_is_empty")]
     pub embedding: EmbeddingSection,
+}
+
+/// A section written with no keys (`chroma:` alone, or `chroma: ~`) is an
+/// empty section, as the reference reads it.
+fn null_is_empty<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(deserializer: D) -> Result<T, D::Error> {
+    Option::<T>::deserialize(deserializer).map(Option::unwrap_or_default)
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Deserialize)]
@@ -52,7 +62,8 @@ pub struct ChunkingSection {
 #[serde(deny_unknown_fields)]
 pub struct SyncSection {
     pub batch_size: Option<usize>,
-    pub retry_attempts: Option<u32>,
+    /// Signed: the drop-in refuses a value below 1 with its own message.
+    pub retry_attempts: Option<i64>,
 }
 
 /// `api_key` is accepted for compatibility with the reference's files but
@@ -68,12 +79,26 @@ pub struct EmbeddingSection {
 /// Reads and checks a version 1 file.
 pub fn load(path: &Path) -> Result<IndexConfig, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("read config file: {}: {e}", path.display()))?;
-    let config: IndexConfig =
-        serde_yaml::from_str(&text).map_err(|e| format!("parse config file {}: {e}", path.display()))?;
+    let config = parse(&text).map_err(|e| format!("parse config file {}: {e}", path.display()))?;
     if config.version != Some(1) {
         return Err("config version must be 1".into());
     }
     Ok(config)
+}
+
+/// Decodes the file's text; the version is the caller's to check. The
+/// message names the line and column. No source snippet is quoted: the
+/// lines around a mistake may hold an API key.
+pub fn parse(text: &str) -> Result<IndexConfig, String> {
+    let options = || serde_saphyr::options! { with_snippet: false };
+    // Syntax first: the typed pass stops at the first value of a wrong type,
+    // which can lie before a syntax error (the reference reports the latter).
+    serde_saphyr::from_str_with_options::<serde::de::IgnoredAny>(text, options()).map_err(|e| e.to_string())?;
+    match serde_saphyr::from_str_with_options::<Option<IndexConfig>>(text, options()) {
+        Ok(Some(config)) => Ok(config),
+        Ok(None) => Err("EOF: the file holds no YAML document".into()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod eval;
-pub mod goflag;
 pub mod http;
 pub mod index_config;
 pub mod local;

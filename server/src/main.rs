@@ -1,5 +1,6 @@
-//! `repo-retriever`: started with the flags, environment and YAML of
-//! `mcp-chromadb-repo-search`, it serves the same MCP `search` tool.
+//! `repo-retriever`: a subcommand (`index`, `search`, `serve`, `eval`,
+//! `plugins`), or, started with the flags, environment and YAML of
+//! `mcp-chromadb-repo-search`, the same MCP `search` tool as that server.
 
 use std::process::ExitCode;
 use std::sync::Arc;

@@ -114,7 +114,28 @@ pub fn error_frame(id: Option<&Id>, code: i64, message: &str) -> String {
 
 /// Methods this server answers; anything else is "method not found".
 pub fn is_known_method(method: &str) -> bool {
-    matches!(method, "initialize" | "ping" | "tools/list" | "tools/call" | "logging/setLevel")
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "tools/list"
+            | "tools/call"
+            | "logging/setLevel"
+            | "resources/list"
+            | "resources/templates/list"
+            | "prompts/list"
+    )
+}
+
+/// The result of a list method that the drop-in answers with nothing to
+/// list, as the reference does: it has no resources and no prompts.
+fn empty_list_result(method: &str) -> Option<&'static str> {
+    match method {
+        "resources/list" => Some(r#"{"resources":[]}"#),
+        "resources/templates/list" => Some(r#"{"resourceTemplates":[]}"#),
+        "prompts/list" => Some(r#"{"prompts":[]}"#),
+        _ => None,
+    }
 }
 
 /// Methods whose params must be present.
@@ -215,11 +236,10 @@ impl McpService {
         self
     }
 
-    /// Whether this service answers `method` (resources only with navigation).
+    /// Whether this service answers `method` (`resources/read` only with
+    /// navigation: the drop-in lists no resources).
     pub fn knows_method(&self, method: &str) -> bool {
-        is_known_method(method)
-            || (self.nav.is_some()
-                && matches!(method, "resources/list" | "resources/read" | "resources/templates/list"))
+        is_known_method(method) || (self.nav.is_some() && method == "resources/read")
     }
 
     /// Handles one request from a known client address (HTTP): tool calls
@@ -280,7 +300,10 @@ impl McpService {
             "resources/list" | "resources/read" | "resources/templates/list" if self.nav.is_some() => {
                 reply(self.resources(id, method, params).await)
             }
-            other => reply(error_frame(Some(id), METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other)))),
+            other => reply(match empty_list_result(other) {
+                Some(result) => result_frame(id, result),
+                None => error_frame(Some(id), METHOD_NOT_FOUND, &format!("method not found: {}", go_quote(other))),
+            }),
         }
     }
 

@@ -55,7 +55,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use figment::Figment;
-use figment::providers::{Env, Format, Toml, Yaml};
+use figment::providers::{Env, Format, Toml};
 use rr_core::federated::{DEFAULT_STORE_TIMEOUT, FederatedStore, SourcePattern};
 use rr_core::registry::{FactoryContext, Registry};
 use rr_core::{Embedder, FederatedEngine, RerankChain, RerankOptions, Reranker, SearchEngine};
@@ -156,7 +156,8 @@ pub fn read(path: &Path) -> Result<StoresFile, StoresError> {
         return Err(err(format!("stores file {}: not found", path.display())));
     }
     let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
-    let figment = if yaml { Figment::from(Yaml::file(path)) } else { Figment::from(Toml::file(path)) };
+    let figment =
+        if yaml { Figment::from(serde_saphyr::figment::Yaml::file(path)) } else { Figment::from(Toml::file(path)) };
     figment
         .merge(Env::prefixed("RR_CONFIG__").split("__"))
         .extract()

@@ -112,16 +112,26 @@ async fn session_rules_before_and_after_initialize() {
         raw_frame(&s.stdout_lines(), &id),
         r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"method not found: \"foo/bar\""}}"#
     );
+    // Issue 10: the drop-in has no resources and no prompts, and lists none, as the reference does.
+    for (method, result) in [
+        ("resources/list", r#"{"resources":[]}"#),
+        ("resources/templates/list", r#"{"resourceTemplates":[]}"#),
+        ("prompts/list", r#"{"prompts":[]}"#),
+    ] {
+        let id = s.send_request(method, json!({})).await;
+        s.wait_response(&id).await;
+        assert_eq!(raw_frame(&s.stdout_lines(), &id), format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#));
+    }
     // Ids: strings are echoed, numbers become integers.
     s.send_line(r#"{"jsonrpc":"2.0","id":"abc","method":"ping"}"#).await;
     s.wait_response(&json!("abc")).await;
     s.send_line(r#"{"jsonrpc":"2.0","id":6.0,"method":"ping"}"#).await;
     s.wait_response(&json!(6)).await;
     let lines = s.stdout_lines();
-    assert_eq!(lines[5], r#"{"jsonrpc":"2.0","id":"abc","result":{}}"#);
-    assert_eq!(lines[6], r#"{"jsonrpc":"2.0","id":6,"result":{}}"#);
+    assert_eq!(lines[8], r#"{"jsonrpc":"2.0","id":"abc","result":{}}"#);
+    assert_eq!(lines[9], r#"{"jsonrpc":"2.0","id":6,"result":{}}"#);
     assert!(s.close().await.success());
-    assert_eq!(s.stdout_lines().len(), 7, "one line per request, nothing else: {:#?}", s.stdout_lines());
+    assert_eq!(s.stdout_lines().len(), 10, "one line per request, nothing else: {:#?}", s.stdout_lines());
 }
 
 /// The reference's `tools/list` answer (wire report §1), byte for byte.
@@ -481,6 +491,9 @@ async fn issue2_no_match_texts_with_and_without_source() {
         (json!({"query": "listen address", "path": "config?.yaml"}), NO_MATCH),
         // Without `**/`, a pattern is anchored at the repository root.
         (json!({"query": "client", "path": "client.py"}), NO_MATCH),
+        // Issue 10: only one leading `/` is removed, so `//README.md` asks for `/README.md`,
+        // which no indexed path is (`/README.md` alone finds the root README).
+        (json!({"query": "quick start", "path": "//README.md"}), NO_MATCH),
     ];
     for (args, text) in cases {
         let (frame, result) = call_raw(&mut s, args.clone()).await;

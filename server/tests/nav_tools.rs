@@ -415,12 +415,16 @@ async fn issue5_search_only_service_is_unchanged() {
         reply.frame,
         repo_retriever::protocol::result_frame(&Id::Int(2), &repo_retriever::protocol::tools_list_result())
     );
+    // Issue 10: without navigation there is nothing to list, and the lists are empty.
     let reply = plain.handle_request(&mut session, &Id::Int(3), "resources/list", None, &Default::default()).await;
+    assert_eq!(reply.frame, r#"{"jsonrpc":"2.0","id":3,"result":{"resources":[]}}"#);
+    let reply = plain.handle_request(&mut session, &Id::Int(4), "resources/read", None, &Default::default()).await;
     assert_eq!(
         reply.frame,
-        r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"method not found: \"resources/list\""}}"#
+        r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"method not found: \"resources/read\""}}"#
     );
     assert!(!plain.knows_method("resources/read"));
+    assert!(plain.knows_method("prompts/list"));
 }
 
 #[tokio::test]

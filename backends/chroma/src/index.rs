@@ -27,7 +27,7 @@ use async_trait::async_trait;
 use rr_core::render::path_escape;
 use rr_core::{BackendError, CallContext, EmbeddedChunk, IndexStore, Metadata};
 use rr_http::HttpError;
-use rr_http::gojson::{self, null_as_default};
+use rr_http::json::{self, null_as_default};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -285,10 +285,8 @@ impl ChromaStore {
         if records.is_empty() {
             return Ok(());
         }
-        // Go, and so our encoder, refuses a non-finite float; serde would send null.
-        let non_finite =
-            records.iter().flat_map(|r| &r.embedding).find_map(|v| gojson::unsupported_float(f64::from(*v)));
-        if let Some(detail) = non_finite {
+        // JSON has no NaN or infinity: serde_json would send null in their place.
+        if let Some(detail) = json::non_finite(records.iter().flat_map(|r| r.embedding.iter().copied())) {
             return Err(HttpError::Encode { operation: UPSERT_OPERATION.to_owned(), detail }.into());
         }
         let id = match self.cached_collection_id() {

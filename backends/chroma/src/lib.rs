@@ -49,7 +49,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 use async_trait::async_trait;
 use rr_core::render::path_escape;
 use rr_core::{BackendError, CallContext, Candidate, Chunk, Metadata, SearchFilter, VectorQuery, VectorStore};
-use rr_http::gojson::{self, null_as_default};
+use rr_http::json::{self, null_as_default};
 use rr_http::{HttpClient, HttpError, bearer};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -275,8 +275,8 @@ impl ChromaStore {
         query: &VectorQuery,
         ctx: &CallContext,
     ) -> Result<Vec<Candidate>, ChromaError> {
-        // Go refuses to marshal a non-finite float; serde would send null.
-        if let Some(detail) = query.embedding.iter().find_map(|v| gojson::unsupported_float(f64::from(*v))) {
+        // JSON has no NaN or infinity: serde_json would send null in their place.
+        if let Some(detail) = json::non_finite(query.embedding.iter().copied()) {
             return Err(HttpError::Encode { operation: QUERY_OPERATION.to_owned(), detail }.into());
         }
         let body = QueryBody {
@@ -355,7 +355,7 @@ mod tests {
 
     #[test]
     fn responses_tolerate_nulls_and_short_lists() {
-        let response: QueryResponse = gojson::decode(
+        let response: QueryResponse = json::decode(
             br#"{"ids":[["a","b",null]],"documents":[["doc a",null]],"metadatas":[[{"path":"x.go","start_line":3},null]],
                 "distances":[[0.25]],"embeddings":null,"included":["documents"]}"#,
         )
@@ -368,9 +368,9 @@ mod tests {
         assert_eq!((c[1].chunk.document.as_str(), c[1].distance), ("", None));
         assert_eq!(c[1].chunk.metadata, Metadata::default());
         assert_eq!(c[2].chunk.id, "");
-        let empty: QueryResponse = gojson::decode(br#"{"ids":[null]}"#).unwrap();
+        let empty: QueryResponse = json::decode(br#"{"ids":[null]}"#).unwrap();
         assert!(empty.into_candidates().is_empty());
-        let empty: QueryResponse = gojson::decode(b"{}").unwrap();
+        let empty: QueryResponse = json::decode(b"{}").unwrap();
         assert!(empty.into_candidates().is_empty());
     }
 

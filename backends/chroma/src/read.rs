@@ -11,7 +11,7 @@
 
 use rr_core::Chunk;
 use rr_core::Metadata;
-use rr_http::gojson::null_as_default;
+use rr_http::json::null_as_default;
 use serde::{Deserialize, Serialize};
 
 use crate::{ChromaError, ChromaStore};

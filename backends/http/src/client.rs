@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 use tokio::time::{Instant, timeout_at};
 
 use crate::error::{HttpError, Secrets, status_body};
-use crate::{gojson, transport};
+use crate::{json, transport};
 
 /// Response bodies are read up to this many bytes; decoding sees the cut body.
 pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
@@ -160,7 +160,7 @@ impl HttpClient {
         self.call(operation, Method::GET, url, None, authorization).await
     }
 
-    /// `POST url` with `body` marshalled as Go would, and decode the JSON answer.
+    /// `POST url` with `body` as JSON, and decode the JSON answer.
     pub async fn post_json<B, T>(
         &self,
         operation: &str,
@@ -173,7 +173,7 @@ impl HttpClient {
         T: DeserializeOwned + Default,
     {
         let secrets = self.secrets_for(authorization);
-        let encoded = gojson::to_vec(body).map_err(|e| HttpError::Encode {
+        let encoded = serde_json::to_vec(body).map_err(|e| HttpError::Encode {
             operation: operation.to_owned(),
             detail: secrets.redact(&e.to_string()),
         })?;
@@ -196,7 +196,7 @@ impl HttpClient {
         let secrets = self.secrets_for(authorization);
         let parsed = Url::parse(url).map_err(|e| HttpError::CreateRequest {
             operation: operation.to_owned(),
-            detail: secrets.redact(&format!("parse {}: {e}", gojson::quote(url))),
+            detail: secrets.redact(&format!("parse {url:?}: {e}")),
         })?;
         let authorization = authorization.filter(|a| !a.is_empty());
         let go_method = if method == Method::POST { "Post" } else { "Get" };
@@ -233,7 +233,7 @@ impl HttpClient {
                             body: status_body(&bytes, &secrets),
                         });
                     }
-                    return gojson::decode(&bytes).map_err(|detail| HttpError::Decode {
+                    return json::decode(&bytes).map_err(|detail| HttpError::Decode {
                         operation: operation.to_owned(),
                         detail: secrets.redact(&detail),
                     });

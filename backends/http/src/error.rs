@@ -6,8 +6,6 @@
 //! redacted when the error is built, so no `Display` of an [`HttpError`] can
 //! carry a configured secret or the caller's credential.
 
-use crate::gojson;
-
 /// A failed HTTP call.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -18,7 +16,7 @@ pub enum HttpError {
     Status { operation: String, status: u16, body: String },
     /// No response arrived: connection failure, timeout, bad header (after any
     /// retries). `method` is Go's spelling (`Get`, `Post`).
-    #[error("{operation} failed: {method} {}: {detail}", gojson::quote(.url))]
+    #[error("{operation} failed: {method} {url:?}: {detail}")]
     Transport { operation: String, method: &'static str, url: String, detail: String },
     /// The request could not be built (an unparsable URL).
     #[error("{operation}: create request: {detail}")]
@@ -128,14 +126,12 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
 }
 
 /// The body part of a [`HttpError::Status`] message: Go's `TrimSpace`, then
-/// redaction, then a cut at 1000 bytes, then each byte that is not part of
-/// valid UTF-8 (a sequence split by the cut, or a non-UTF-8 body) turned into
-/// its own U+FFFD, which is what Go's JSON encoder does when the reference
-/// server sends the message to a client.
+/// redaction, then a cut at 1000 bytes, then what is not valid UTF-8 (a
+/// sequence split by the cut, or a non-UTF-8 body) replaced by U+FFFD.
 pub(crate) fn status_body(body: &[u8], secrets: &Secrets) -> String {
     let redacted = secrets.redact_bytes(go_trim_space(body));
     let cut = &redacted[..redacted.len().min(MAX_ERROR_BODY_BYTES)];
-    gojson::lossy_per_byte(cut)
+    String::from_utf8_lossy(cut).into_owned()
 }
 
 /// Go's `strings.TrimSpace` over raw bytes: Unicode white space is removed at
@@ -213,8 +209,9 @@ mod tests {
         assert_eq!(status_body(b"  oops s3cret \n", &secrets), "oops <redacted>");
         let long = format!("{}é", "a".repeat(999));
         assert_eq!(status_body(long.as_bytes(), &secrets), format!("{}\u{FFFD}", "a".repeat(999)));
+        // The cut leaves two of the three bytes of `€`: one broken sequence, one U+FFFD.
         let long = format!("{}€", "a".repeat(998));
-        assert_eq!(status_body(long.as_bytes(), &secrets), format!("{}\u{FFFD}\u{FFFD}", "a".repeat(998)));
+        assert_eq!(status_body(long.as_bytes(), &secrets), format!("{}\u{FFFD}", "a".repeat(998)));
         let exact = "a".repeat(1000);
         assert_eq!(status_body(format!("{exact}bbb").as_bytes(), &secrets), exact);
         // Redaction happens before the cut, so a secret straddling byte 1000 never leaks.

@@ -11,8 +11,8 @@
 //! The contract, in short:
 //!
 //! - every request carries `User-Agent`, and `Authorization` when the backend
-//!   has one; `POST` bodies are `application/json`, marshalled the way Go
-//!   marshals them ([`gojson`]);
+//!   has one; `POST` bodies are `application/json`, serde_json, and 2xx
+//!   answers are read by [`json::decode`];
 //! - connection errors and timeouts, 429 and 5xx are retried up to
 //!   `retry_attempts` attempts in total, waiting [`retry_delay`] in between;
 //!   other statuses, a body that breaks off, and bad JSON fail at once;
@@ -28,7 +28,7 @@
 
 mod client;
 mod error;
-pub mod gojson;
+pub mod json;
 mod transport;
 
 #[cfg(feature = "test-util")]

@@ -15,7 +15,7 @@ mod registry;
 
 use async_trait::async_trait;
 use rr_core::{BackendError, CallContext, Embedder};
-use rr_http::gojson::{f32_list, null_as_default};
+use rr_http::json::{f32_list, null_as_default};
 use rr_http::{HttpClient, HttpError, bearer};
 use serde::{Deserialize, Serialize};
 
@@ -156,10 +156,10 @@ impl Embedder for OpenAiEmbedder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rr_http::gojson;
+    use rr_http::json;
 
     fn vectors(body: &str, inputs: usize) -> Result<Vec<Vec<f32>>, String> {
-        let response: EmbeddingResponse = gojson::decode(body.as_bytes()).map_err(|e| e.to_string())?;
+        let response: EmbeddingResponse = json::decode(body.as_bytes()).map_err(|e| e.to_string())?;
         response.into_vectors(inputs).map_err(|e| e.to_string())
     }
 

@@ -36,9 +36,10 @@ async fn sends_the_reference_request() {
     assert_eq!(request.header("authorization"), Some("Bearer embed-secret"));
     assert_eq!(request.header("user-agent"), Some("repo-retriever/test"));
     assert_eq!(request.header("content-type"), Some("application/json"));
+    // Equal as parsed JSON: the same fields and values, however the text is escaped.
     assert_eq!(
-        request.body_text(),
-        r#"{"input":["query: find \u003cconfig\u003e \u0026 \"flags\""],"model":"text-embed"}"#
+        request.json(),
+        serde_json::json!({"input": ["query: find <config> & \"flags\""], "model": "text-embed"})
     );
 }
 

@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt, stream};
 use rr_core::{BackendError, CallContext, Reranker};
 use rr_http::HttpClient;
-use rr_http::gojson::null_as_default;
+use rr_http::json::null_as_default;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 

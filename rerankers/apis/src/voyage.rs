@@ -7,7 +7,7 @@
 //! With `truncation` false the API refuses a query or document over the
 //! model's context instead of cutting it.
 
-use rr_http::gojson::null_as_default;
+use rr_http::json::null_as_default;
 use serde::{Deserialize, Serialize};
 
 use crate::reranker::{Api, RelevanceItem, Scored, relevance_items};

@@ -199,7 +199,8 @@ async fn each_provider_sends_its_documented_request() {
     for (provider, path, body) in cases {
         let request = sent(provider).await;
         assert_eq!(request.path, path, "{provider:?}");
-        assert_eq!(request.body_text(), body, "{provider:?}");
+        // Equal as parsed JSON: the same fields and values, however the text is escaped.
+        assert_eq!(request.json(), serde_json::from_str::<Value>(&body).unwrap(), "{provider:?}");
     }
 }
 
@@ -328,13 +329,8 @@ async fn a_nan_score_is_a_decode_error() {
         };
         let server = FakeServer::sequence(vec![Reply::status(200, text)]).await;
         let err = rerank(provider, &server, 1).await.unwrap_err();
-        assert_eq!(
-            err,
-            format!(
-                "{} rerank: decode response: invalid character 'N' looking for beginning of value",
-                provider.name()
-            )
-        );
+        let expected = format!("{} rerank: decode response: expected value at line 1 column ", provider.name());
+        assert!(err.starts_with(&expected), "{err}");
     }
 }
 

@@ -11,7 +11,7 @@ mod registry;
 
 use async_trait::async_trait;
 use rr_core::{BackendError, CallContext, Reranker};
-use rr_http::gojson::{f64_or_zero, null_as_default};
+use rr_http::json::null_as_default;
 use rr_http::{HttpClient, HttpError, bearer};
 use serde::{Deserialize, Serialize};
 
@@ -81,12 +81,12 @@ struct RerankResponse {
     results: Vec<Option<RerankItem>>,
 }
 
-/// A missing or `null` field reads as 0, as in Go.
+/// A missing or `null` field reads as 0, as the reference reads it.
 #[derive(Debug, Default, Deserialize)]
 struct RerankItem {
     #[serde(default, deserialize_with = "null_as_default")]
     index: i64,
-    #[serde(default, deserialize_with = "f64_or_zero")]
+    #[serde(default, deserialize_with = "null_as_default")]
     relevance_score: f64,
 }
 
@@ -157,10 +157,10 @@ impl Reranker for OpenAiReranker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rr_http::gojson;
+    use rr_http::json;
 
     fn scores(body: &str, documents: usize) -> Result<Vec<f64>, String> {
-        let response: RerankResponse = gojson::decode(body.as_bytes())?;
+        let response: RerankResponse = json::decode(body.as_bytes())?;
         document_scores(response.results, documents).map_err(|e| e.to_string())
     }
 

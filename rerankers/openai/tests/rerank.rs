@@ -38,14 +38,16 @@ async fn sends_the_reference_request_and_returns_scores_in_document_order() {
     assert_eq!(request.path, "/v1/rerank");
     assert_eq!(request.header("authorization"), Some("Bearer rerank-secret"));
     assert_eq!(request.header("user-agent"), Some("repo-retriever/test"));
+    // Equal as parsed JSON: the same fields and values, however the text is escaped.
     assert_eq!(
-        request.body_text(),
-        concat!(
+        request.json(),
+        serde_json::from_str::<serde_json::Value>(concat!(
             r#"{"model":"reranker","query":"gogitup flags","documents":["#,
             r#""Repository: Acme/widgets@main\nFile: file0.go\n\ncontent \u003c0\u003e","#,
             r#""Repository: Acme/widgets@main\nFile: file1.go\n\ncontent \u003c1\u003e","#,
             r#""Repository: Acme/widgets@main\nFile: file2.go\n\ncontent \u003c2\u003e"]}"#
-        )
+        ))
+        .unwrap()
     );
 }
 

@@ -34,7 +34,7 @@ use super::reassemble::reassemble;
 use super::source::{IndexTarget, NavSource, languages};
 use super::{FileText, entities, extension_language};
 use crate::cli::ChromaArgs;
-use crate::config::{self, Config, Invocation};
+use crate::config::{self, Config};
 use crate::local::ChromaTarget;
 
 /// The chunks of one namespace and their fingerprint.
@@ -248,8 +248,8 @@ impl NavSource for ChromaSource {
 
 /// The drop-in configuration `serve --chroma-url …` describes, or `None`
 /// without `--chroma-url`; `with_store` says whether `--store` or
-/// `--stores` was given too. The flags are handed to the reference server's
-/// own parser, so they are validated as the drop-in validates them and
+/// `--stores` was given too. The flags become the drop-in's, so they are
+/// validated as the drop-in validates them and
 /// everything else (tokens, API keys, reranking, attempts, timeout) comes
 /// from the drop-in's environment variables.
 pub fn serve_config(chroma: &ChromaArgs, with_store: bool) -> Result<Option<Config>, String> {
@@ -259,20 +259,14 @@ pub fn serve_config(chroma: &ChromaArgs, with_store: bool) -> Result<Option<Conf
     if with_store {
         return Err("--chroma-url serves a Chroma collection; it cannot be combined with --store or --stores".into());
     }
-    let mut flags = vec!["-server-url".to_owned(), url.clone()];
-    for (flag, value) in [
-        ("-collection-name", &chroma.collection_name),
-        ("-embedding-api-url", &chroma.embedding_api_url),
-        ("-embedding-model", &chroma.embedding_model),
-    ] {
-        if let Some(value) = value {
-            flags.extend([flag.to_owned(), value.clone()]);
-        }
-    }
-    flags.extend(["-tenant".to_owned(), chroma.tenant.clone(), "-database".to_owned(), chroma.database.clone()]);
-    match config::resolve(config::PROGRAM, &flags, &config::process_env) {
-        Ok(Invocation::Serve(config)) => Ok(Some(config)),
-        Ok(_) => Err("unexpected Chroma flags".into()),
-        Err(e) => Err(e.to_string()),
-    }
+    let flags = config::DropInFlags {
+        server_url: Some(url.clone()),
+        collection_name: chroma.collection_name.clone(),
+        embedding_api_url: chroma.embedding_api_url.clone(),
+        embedding_model: chroma.embedding_model.clone(),
+        tenant: Some(chroma.tenant.clone()),
+        database: Some(chroma.database.clone()),
+        ..Default::default()
+    };
+    config::from_flags(&flags, &config::process_env).map(Some).map_err(|e| e.to_string())
 }
