@@ -48,7 +48,7 @@ def table(out: Path, suffix: str, title: str) -> None:
             queries.append(str(json.loads((out / f"{s}{suffix}-hash.json").read_text())["pipelines"][0]["queries"]))
         except (OSError, KeyError, IndexError, ValueError):
             queries.append("?")
-    print(f"{title} ({' / '.join(queries)} queries)\n")
+    print(f"**{title}** ({' / '.join(queries)} queries):\n")
     head = " / ".join(s.split("-", 1)[0].capitalize().replace("Typescript", "TS") for s in SETS)
     print(f"| pipeline | R@5 {head} | MRR@10 {head} |")
     print("|---|---|---|")
