@@ -446,6 +446,7 @@ impl Job {
                 repository: self.repository.clone(),
                 branch: self.index_branch.clone(),
                 commit_sha: sha.clone().unwrap_or_default(),
+                source_host: None,
             },
             options: rr_indexer::IndexOptions::default(),
             batch_size: 100,

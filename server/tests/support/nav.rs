@@ -44,6 +44,7 @@ pub async fn index(root: &Path, store: &Path, org: &str, repo: &str, branch: &st
             repository: repo.into(),
             branch: branch.into(),
             commit_sha: COMMIT.into(),
+            source_host: None,
         },
         options: rr_indexer::IndexOptions::default(),
         batch_size: 100,
