@@ -331,8 +331,8 @@ fn issue12_url_table() {
                 assert_eq!((why.range, why.carrier), (*range, *carrier), "{url}");
                 assert!(u.bare_host.parse::<IpAddr>().is_err(), "{url}");
             }
-            (Allowed(_), Ok(u)) => {
-                assert_eq!(check_resolved(resolves, *allow_loopback), Ok(()), "{url}");
+            (Allowed(why), Ok(u)) => {
+                assert_eq!(check_resolved(resolves, *allow_loopback), Ok(()), "{url} ({why})");
                 let guard = git_guard(u, resolves);
                 assert!(guard.windows(2).any(|w| w == ["-c", "http.followRedirects=false"]), "{url}: {guard:?}");
                 let literal = literal_of(url);
