@@ -183,6 +183,8 @@ pub fn local_identity(root: &Path, flags: &IdentityFlags) -> Identity {
 
 #[cfg(test)]
 mod tests {
+    use rr_testkit::git;
+
     use super::*;
 
     fn remote(host: &str, owner: &str, name: &str) -> Option<Remote> {
@@ -270,18 +272,6 @@ mod tests {
         let flags = IdentityFlags { organization: Some("acme".into()), ..Default::default() };
         let identity = local_identity(&folder, &flags);
         assert_eq!((identity.organization.as_str(), identity.source_host), ("acme", None));
-    }
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .arg("-C")
-            .arg(dir)
-            .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
     }
 
     #[test]

@@ -126,11 +126,7 @@ fn invalid_patterns_are_reported() {
 fn built_checkout() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let git = |args: &[&str]| {
-        let out = std::process::Command::new("git").arg("-C").arg(root).args(args).output().expect("git runs");
-        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    };
-    git(&["init", "--quiet"]);
+    rr_testkit::git(root, &["init", "--quiet"]);
     write(root, ".gitignore", "target/\nnode_modules/\n/dist\n.venv/\n*.log\n!keep.log\n");
     write(root, ".ignore", "generated/\n");
     write(root, ".git/info/exclude", "scratch.md\n");

@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rr_testkit::copy_dir;
+use rr_testkit::{copy_dir, git};
 use serde_json::{Value, json};
 use support::{EMBED_MODEL, Server, fixture, server_bin, testdata_dir, tool_text};
 
@@ -380,19 +380,6 @@ fn search_into_a_closed_pipe_ends_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{:?}: {stderr}", out.status);
     assert_eq!(stderr, "");
-}
-
-/// Runs git in `dir` (commits as a fixed test author).
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"])
-        .args(args)
-        .output()
-        .expect("git runs");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_owned()
 }
 
 fn write(root: &Path, relative: &str, text: &str) {
