@@ -4,6 +4,12 @@
 //! result a `### n` heading, `**Repo:**`/`**File:**` lines, a GitHub link, an
 //! optional context line and the excerpt in a fence that its own backticks
 //! cannot close. Distances, scores, ids and hashes never appear.
+//!
+//! A record may say where its repository is hosted with the [`SOURCE_HOST`]
+//! metadata key, which the reference's records never carry: without it the
+//! link is the reference's GitHub link, byte for byte; with it the link is
+//! in that host's format, or left out when the host is unknown (`""`) or its
+//! link format is not known (see [`source_url`]).
 
 use std::fmt::Write as _;
 
@@ -57,7 +63,7 @@ pub fn render(results: &[Candidate], source: &str) -> String {
             m.branch,
             m.path_with_lines()
         );
-        if let Some(url) = github_source_url(m) {
+        if let Some(url) = source_url(m) {
             let _ = writeln!(out, "Source: [{}]({url})", m.path);
         }
         let context = context_items(m);
@@ -92,6 +98,65 @@ fn context_items(m: &Metadata) -> Vec<String> {
         .filter(|(_, v)| !v.is_empty())
         .map(|(k, v)| format!("{k} `{}`", v.replace('`', "\\`")))
         .collect()
+}
+
+/// The metadata key naming the host of a repository that is not on GitHub;
+/// `""` means the host is unknown (a folder with no git remote).
+pub const SOURCE_HOST: &str = "source_host";
+
+/// The link to a record's lines at the indexed commit (or branch), in the
+/// format of its host:
+///
+/// - no [`SOURCE_HOST`] key: GitHub, [`github_source_url`];
+/// - `github.com` or a `github.*` host (GitHub Enterprise): `/blob/<ref>/`, `#L1-L9`;
+/// - `gitlab.com` or a `gitlab.*` host: `/-/blob/<ref>/`, `#L1-9`;
+/// - `bitbucket.org`: `/src/<ref>/`, `#lines-1:9`;
+/// - `codeberg.org`, `gitea.com` or a `gitea.*`/`forgejo.*` host:
+///   `/src/commit/<sha>/` (or `/src/branch/<branch>/`), `#L1-L9`;
+///
+/// and `None` for any other host, an unknown one, or a missing field: no
+/// link rather than a wrong one. The organization may hold `/` (GitLab
+/// subgroups); each of its segments is escaped on its own.
+pub fn source_url(m: &Metadata) -> Option<String> {
+    let host = match m.extra.get(SOURCE_HOST) {
+        None => return github_source_url(m),
+        Some(serde_json::Value::String(host)) => host.to_ascii_lowercase(),
+        Some(_) => return None,
+    };
+    let reference = if m.indexed_commit_sha.is_empty() { &m.branch } else { &m.indexed_commit_sha };
+    if host.is_empty() || m.organization.is_empty() || m.repository.is_empty() || reference.is_empty() {
+        return None;
+    }
+    if m.path.is_empty() || host.contains(['/', '?', '#', '@']) || host.contains(char::is_whitespace) {
+        return None;
+    }
+    let segments = |s: &str| s.split('/').map(path_escape).collect::<Vec<_>>().join("/");
+    let base = format!("https://{host}/{}/{}", segments(&m.organization), path_escape(&m.repository));
+    let (path, reference) = (segments(&m.path), path_escape(reference));
+    let (start, end) = (m.start_line, m.end_line);
+    let label = host.split(':').next().unwrap_or_default();
+    let anchor = |range: &dyn Fn(i64, i64) -> String, single: &dyn Fn(i64) -> String| match (start, end) {
+        (s, _) if s <= 0 => String::new(),
+        (s, e) if e > s => range(s, e),
+        (s, _) => single(s),
+    };
+    if label == "github.com" || label.starts_with("github.") {
+        Some(format!("{base}/blob/{reference}/{path}{}", m.line_anchor()))
+    } else if label == "gitlab.com" || label.starts_with("gitlab.") {
+        let anchor = anchor(&|s, e| format!("#L{s}-{e}"), &|s| format!("#L{s}"));
+        Some(format!("{base}/-/blob/{reference}/{path}{anchor}"))
+    } else if label == "bitbucket.org" {
+        let anchor = anchor(&|s, e| format!("#lines-{s}:{e}"), &|s| format!("#lines-{s}"));
+        Some(format!("{base}/src/{reference}/{path}{anchor}"))
+    } else if ["codeberg.org", "gitea.com"].contains(&label)
+        || label.starts_with("gitea.")
+        || label.starts_with("forgejo.")
+    {
+        let kind = if m.indexed_commit_sha.is_empty() { "branch" } else { "commit" };
+        Some(format!("{base}/src/{kind}/{reference}/{path}{}", m.line_anchor()))
+    } else {
+        None
+    }
 }
 
 /// The GitHub link at the indexed commit (or branch), or `None` when a
@@ -157,6 +222,58 @@ mod tests {
             out,
             "Found 1 relevant repository excerpt, ranked by semantic relevance.\n\n---\n\n### 1\n\n**Repo:** `example-org/example-repository@main`\n**File:** `internal/config/config.go#L20-L32`\n\nSource: [internal/config/config.go](https://github.com/example-org/example-repository/blob/COMMIT/internal/config/config.go#L20-L32)\nContext: symbol `Load`\n\n```go\nfunc Load() error {\n    // Relevant source excerpt\n}\n```\n"
         );
+    }
+
+    #[test]
+    fn source_links_follow_the_host() {
+        let with_host = |host: &str| {
+            let mut m = go_meta();
+            m.extra.insert(SOURCE_HOST.into(), host.into());
+            m
+        };
+        // No key: the reference's GitHub link, whatever the organization looks like.
+        assert_eq!(source_url(&go_meta()), github_source_url(&go_meta()));
+        let mut m = with_host("gitlab.com");
+        m.organization = "group/sub group".into();
+        assert_eq!(
+            source_url(&m).unwrap(),
+            "https://gitlab.com/group/sub%20group/example-repository/-/blob/COMMIT/internal/config/config.go#L20-32"
+        );
+        m.end_line = 20;
+        assert!(source_url(&m).unwrap().ends_with("config.go#L20"));
+        assert_eq!(
+            source_url(&with_host("GitLab.Example.com")).unwrap(),
+            "https://gitlab.example.com/example-org/example-repository/-/blob/COMMIT/internal/config/config.go#L20-32"
+        );
+        assert_eq!(
+            source_url(&with_host("bitbucket.org")).unwrap(),
+            "https://bitbucket.org/example-org/example-repository/src/COMMIT/internal/config/config.go#lines-20:32"
+        );
+        let mut m = with_host("codeberg.org");
+        assert_eq!(
+            source_url(&m).unwrap(),
+            "https://codeberg.org/example-org/example-repository/src/commit/COMMIT/internal/config/config.go#L20-L32"
+        );
+        m.indexed_commit_sha.clear();
+        m.start_line = 0;
+        assert_eq!(
+            source_url(&m).unwrap(),
+            "https://codeberg.org/example-org/example-repository/src/branch/main/internal/config/config.go"
+        );
+        assert_eq!(
+            source_url(&with_host("github.example.com")).unwrap(),
+            "https://github.example.com/example-org/example-repository/blob/COMMIT/internal/config/config.go#L20-L32"
+        );
+        // Unknown host, a host with no known link format, a host that is not a host: no link.
+        for host in ["", "git.example.com", "evil.com/x", "a@b", "gitlab.com#x"] {
+            assert_eq!(source_url(&with_host(host)), None, "{host:?}");
+        }
+        let mut m = go_meta();
+        m.extra.insert(SOURCE_HOST.into(), serde_json::json!(1));
+        assert_eq!(source_url(&m), None);
+        // The rendered result has no Source line when there is no link.
+        let out = render(&[candidate(with_host(""), "Source: x\nType: go\n\nbody\n")], "");
+        assert!(out.contains("**File:** `internal/config/config.go#L20-L32`\n\nContext: symbol `Load`\n"), "{out}");
     }
 
     #[test]

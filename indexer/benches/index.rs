@@ -88,6 +88,7 @@ fn row(corpus: &str, root: &Path, rt: &tokio::runtime::Runtime) {
         repository: "bench".into(),
         branch: "main".into(),
         commit_sha: String::new(),
+        source_host: None,
     };
     let options = IndexOptions::default();
     let t = Instant::now();
@@ -136,8 +137,7 @@ fn main() {
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/corpus");
     // Loading the tokenizer's ranks and the grammars is a one-time cost per
     // process; keep it out of the throughput rows.
-    let warm_up =
-        Identity { organization: "w".into(), repository: "w".into(), branch: "w".into(), commit_sha: String::new() };
+    let warm_up = Identity::new("w", "w", "w", "");
     build(&fixture, &warm_up, &IndexOptions::default()).expect("warm-up build");
     row("fixture corpus", &fixture, &rt);
     let tree = tempfile::tempdir().unwrap();

@@ -1,5 +1,6 @@
 //! Finding the files of a folder that are eligible for indexing.
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -10,6 +11,10 @@ use crate::wildmatch::PathSpec;
 /// the POSIX path relative to the root; extensions are normalised (trimmed,
 /// lowercased, leading dot added) and compared with the file's lowercase
 /// extension. `.git/**` is always excluded, hidden files are not.
+///
+/// With `respect_ignore`, files that the folder's ignore rules leave out are
+/// skipped before the path and extension rules apply (see [`scan`]); without
+/// it the selection is the reference indexer's, file for file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SelectionOptions {
     /// A file must match these (default `**`, everything).
@@ -20,6 +25,8 @@ pub struct SelectionOptions {
     pub include_extensions: Vec<String>,
     /// These extensions are never indexed.
     pub exclude_extensions: Vec<String>,
+    /// Skip what `.gitignore`, `.ignore` and `.git/info/exclude` ignore.
+    pub respect_ignore: bool,
 }
 
 impl Default for SelectionOptions {
@@ -29,6 +36,7 @@ impl Default for SelectionOptions {
             exclude_paths: Vec::new(),
             include_extensions: Vec::new(),
             exclude_extensions: Vec::new(),
+            respect_ignore: false,
         }
     }
 }
@@ -77,6 +85,9 @@ pub struct ScanStats {
     pub files_eligible: usize,
     /// Symlinks, special files and the root `.git` directory.
     pub files_other_skipped: usize,
+    /// Regular files left out by ignore rules (counted in `files_scanned`;
+    /// always 0 without [`SelectionOptions::respect_ignore`]).
+    pub files_ignored: usize,
 }
 
 /// The result of [`scan`]: eligible files sorted by relative path.
@@ -129,7 +140,50 @@ fn is_git_dir(relative: &str) -> bool {
     relative == ".git" || relative.starts_with(".git/")
 }
 
+/// The relative paths of the regular files that survive the ignore rules of
+/// `root`: `.gitignore` and `.ignore` files at every level (and in the
+/// folders above `root`, as git reads them for a subfolder of a checkout) and
+/// `.git/info/exclude`. They apply whether or not `root` is a git checkout,
+/// so an unpacked archive is treated like its clone. The user's global
+/// excludes file is not read: the same folder gives the same records on
+/// every machine.
+fn unignored_files(root: &Path) -> Result<HashSet<String>, IndexError> {
+    let walker = ignore::WalkBuilder::new(root)
+        .standard_filters(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .ignore(true)
+        .parents(true)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|entry| !(entry.depth() == 1 && entry.file_name() == ".git"))
+        .build();
+    let mut kept = HashSet::new();
+    for entry in walker {
+        let entry = match entry {
+            Ok(entry) => entry,
+            // A line git would not parse either: git skips it, and so does ripgrep.
+            Err(e) if e.io_error().is_none() => {
+                tracing::warn!(error = %e, "ignore rule skipped");
+                continue;
+            }
+            Err(e) => return Err(IndexError::Ignore { path: root.to_owned(), message: e.to_string() }),
+        };
+        if entry.file_type().is_some_and(|t| t.is_file())
+            && let Some(relative) = entry.path().strip_prefix(root).ok().and_then(Path::to_str)
+        {
+            kept.insert(relative.replace(std::path::MAIN_SEPARATOR, "/"));
+        }
+    }
+    Ok(kept)
+}
+
 /// Walks `root` (symlinks are never followed) and selects the files to index.
+///
+/// The walk itself is the reference's whatever the options, so that
+/// `files_scanned` means the same in both modes; with
+/// [`SelectionOptions::respect_ignore`] a file the ignore rules leave out is
+/// counted in `files_ignored` and goes no further.
 pub fn scan(root: &Path, opts: &SelectionOptions) -> Result<Scan, IndexError> {
     let walk_error = |path: &Path, source: std::io::Error| IndexError::Walk { path: path.to_owned(), source };
     let root = fs::canonicalize(root).map_err(|e| walk_error(root, e))?;
@@ -137,6 +191,7 @@ pub fn scan(root: &Path, opts: &SelectionOptions) -> Result<Scan, IndexError> {
         return Err(IndexError::NotADirectory(root));
     }
     let selector = Selector::new(opts)?;
+    let unignored = if opts.respect_ignore { Some(unignored_files(&root)?) } else { None };
     let mut result = Scan::default();
     let mut pending = vec![(root.clone(), String::new())];
     while let Some((dir, prefix)) = pending.pop() {
@@ -161,6 +216,10 @@ pub fn scan(root: &Path, opts: &SelectionOptions) -> Result<Scan, IndexError> {
             } else {
                 result.stats.files_scanned += 1;
                 if is_git_dir(&relative) {
+                    continue;
+                }
+                if unignored.as_ref().is_some_and(|kept| !kept.contains(&relative)) {
+                    result.stats.files_ignored += 1;
                     continue;
                 }
                 let extension = extension_of(&name);

@@ -13,6 +13,12 @@ pub struct Identity {
     pub repository: String,
     pub branch: String,
     pub commit_sha: String,
+    /// Where the repository is hosted, when that is not GitHub: written as
+    /// the record's `source_host` metadata, which source links follow
+    /// (`rr_core::render::source_url`, key [`rr_core::render::SOURCE_HOST`]). `None` writes no key, as the
+    /// reference does, and links go to GitHub; `Some("")` says the host is
+    /// unknown, and no link is rendered.
+    pub source_host: Option<String>,
 }
 
 impl Identity {
@@ -27,6 +33,7 @@ impl Identity {
             repository: repository.into(),
             branch: branch.into(),
             commit_sha: commit_sha.into(),
+            source_host: None,
         }
     }
 

@@ -6,8 +6,8 @@
 //! indexers can share a collection. The steps are:
 //!
 //! 1. [`scan`]: walk the folder without following symlinks, skip the root
-//!    `.git`, select files with Git wildmatch include/exclude paths and
-//!    extension lists;
+//!    `.git`, optionally skip what its ignore rules ignore, select files with
+//!    Git wildmatch include/exclude paths and extension lists;
 //! 2. [`read_source`]: skip binary files, decode UTF-8 (BOM removed), turn
 //!    CRLF/CR into LF, classify as Markdown, code or generic text;
 //! 3. [`chunk_file`]: cut the text into chunks that fit `chunk_size`
@@ -39,6 +39,7 @@
 //! tokens, where the reference splits them at top-level nodes.
 
 mod binary;
+pub mod checkout;
 mod chunking;
 mod classify;
 mod discovery;
@@ -106,6 +107,8 @@ pub struct BuildStats {
     pub files_indexed: usize,
     pub files_binary_skipped: usize,
     pub files_other_skipped: usize,
+    /// Files left out by `.gitignore`, `.ignore` or `.git/info/exclude`.
+    pub files_ignored: usize,
 }
 
 /// The records of a folder, sorted by path then chunk index, and the counts.
@@ -131,6 +134,7 @@ pub fn build(root: &Path, identity: &Identity, opts: &IndexOptions) -> Result<Bu
         files_scanned: scan.stats.files_scanned,
         files_eligible: scan.stats.files_eligible,
         files_other_skipped: scan.stats.files_other_skipped,
+        files_ignored: scan.stats.files_ignored,
         ..BuildStats::default()
     };
     let mut records = Vec::new();

@@ -92,7 +92,11 @@ pub fn chunk_file(
                 section: chunk.section,
                 symbol: chunk.symbol,
                 indexed_commit_sha: identity.commit_sha.clone(),
-                extra: Default::default(),
+                extra: identity
+                    .source_host
+                    .iter()
+                    .map(|host| (rr_core::render::SOURCE_HOST.to_owned(), host.clone().into()))
+                    .collect(),
             },
         })
         .collect())

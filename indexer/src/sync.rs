@@ -143,6 +143,9 @@ pub struct SyncSummary {
     pub duration_ms: u64,
     pub files_binary_skipped: usize,
     pub files_eligible: usize,
+    /// Files left out by ignore rules (0 with `--no-ignore`); a key the
+    /// reference's summary does not have.
+    pub files_ignored: usize,
     pub files_indexed: usize,
     pub files_other_skipped: usize,
     pub files_scanned: usize,
@@ -167,6 +170,7 @@ impl SyncSummary {
         self.files_indexed = stats.files_indexed;
         self.files_binary_skipped = stats.files_binary_skipped;
         self.files_other_skipped = stats.files_other_skipped;
+        self.files_ignored = stats.files_ignored;
         self
     }
 

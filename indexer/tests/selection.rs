@@ -120,3 +120,73 @@ fn invalid_patterns_are_reported() {
     let dir = tempfile::tempdir().unwrap();
     assert!(matches!(scan(dir.path(), &opts), Err(rr_indexer::IndexError::InvalidPattern { .. })));
 }
+
+/// A checkout after a build: sources beside build output, dependencies and
+/// editor files that its ignore rules name.
+fn built_checkout() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    rr_testkit::git(root, &["init", "--quiet"]);
+    write(root, ".gitignore", "target/\nnode_modules/\n/dist\n.venv/\n*.log\n!keep.log\n");
+    write(root, ".ignore", "generated/\n");
+    write(root, ".git/info/exclude", "scratch.md\n");
+    write(root, "src/main.rs", "fn main() {}\n");
+    write(root, "keep.log", "kept by a negation\n");
+    write(root, "README.md", "# demo\n");
+    write(root, "web/.gitignore", "cache/\n");
+    write(root, "web/app.ts", "export const a = 1;\n");
+    for ignored in [
+        "target/debug/build/out.rs",
+        "target/release/demo.d",
+        "node_modules/left-pad/index.js",
+        "web/node_modules/x/index.js",
+        "dist/bundle.js",
+        ".venv/lib/site.py",
+        "build.log",
+        "generated/api.go",
+        "scratch.md",
+        "web/cache/data.json",
+    ] {
+        write(root, ignored, "ignored\n");
+    }
+    dir
+}
+
+#[test]
+fn issue11_ignore_rules_leave_out_build_output() {
+    let dir = built_checkout();
+    let root = dir.path();
+    let opts = SelectionOptions { respect_ignore: true, ..SelectionOptions::default() };
+    let result = scan(root, &opts).unwrap();
+    let paths: Vec<&str> = result.files.iter().map(|f| f.relative_path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [".gitignore", ".ignore", "README.md", "keep.log", "src/main.rs", "web/.gitignore", "web/app.ts"]
+    );
+    assert_eq!(result.stats.files_ignored, 10);
+    assert_eq!(result.stats.files_scanned, 17);
+    assert_eq!(result.stats.files_eligible, 7);
+
+    // --no-ignore: the reference's selection, build output included.
+    let all = scan(root, &SelectionOptions::default()).unwrap();
+    assert_eq!(all.stats.files_ignored, 0);
+    assert_eq!(all.stats.files_eligible, 17);
+    assert!(all.files.iter().any(|f| f.relative_path == "target/debug/build/out.rs"));
+
+    // The path and extension options still apply on top of the ignore rules.
+    let only_rs = SelectionOptions { include_extensions: vec![".rs".into()], ..opts.clone() };
+    assert_eq!(relative_paths(root, &only_rs), ["src/main.rs"]);
+    let no_web = SelectionOptions { exclude_paths: vec!["web/**".into()], ..opts };
+    assert!(!relative_paths(root, &no_web).iter().any(|p| p.starts_with("web/")));
+}
+
+#[test]
+fn issue11_ignore_files_apply_without_git_too() {
+    // An unpacked archive carries its .gitignore; it is honoured as in the clone.
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), ".gitignore", "target/\n");
+    write(dir.path(), "src/lib.rs", "pub fn f() {}\n");
+    write(dir.path(), "target/out.rs", "x\n");
+    let opts = SelectionOptions { respect_ignore: true, ..SelectionOptions::default() };
+    assert_eq!(relative_paths(dir.path(), &opts), [".gitignore", "src/lib.rs"]);
+}

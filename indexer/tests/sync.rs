@@ -263,6 +263,7 @@ async fn the_summary_has_the_reference_keys_in_its_printed_order() {
             "duration_ms",
             "files_binary_skipped",
             "files_eligible",
+            "files_ignored",
             "files_indexed",
             "files_other_skipped",
             "files_scanned",

@@ -91,6 +91,7 @@ fn main() {
                 repository: "generated".into(),
                 branch: "main".into(),
                 commit_sha: String::new(),
+                source_host: None,
             },
             options: rr_indexer::IndexOptions::default(),
             batch_size: 500,

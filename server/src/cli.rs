@@ -50,18 +50,21 @@ pub struct IndexArgs {
     pub dir: PathBuf,
     #[command(flatten)]
     pub store: StoreArg,
-    /// Organization of the indexed repository [default: local].
+    /// Organization of the indexed repository [default: the owner in the `origin` remote's URL, else local].
     #[arg(long)]
     pub organization: Option<String>,
-    /// Repository name [default: the folder's name].
+    /// Repository name [default: the name in the `origin` remote's URL, else the folder's name].
     #[arg(long)]
     pub repository: Option<String>,
-    /// Branch [default: main].
+    /// Branch [default: HEAD's branch in a git checkout, else main].
     #[arg(long)]
     pub branch: Option<String>,
-    /// Commit the files come from; used for source links.
-    #[arg(long, default_value = "", hide_default_value = true)]
-    pub commit_sha: String,
+    /// Commit the files come from, used for source links [default: HEAD in a git checkout, else none].
+    #[arg(long)]
+    pub commit_sha: Option<String>,
+    /// Index what .gitignore, .ignore and .git/info/exclude ignore too: the reference indexer's file selection.
+    #[arg(long)]
+    pub no_ignore: bool,
     /// Git wildmatch patterns of paths to include (repeatable) [default: **].
     #[arg(long = "include-paths", value_name = "PATTERN")]
     pub include_paths: Vec<String>,
@@ -204,16 +207,13 @@ impl StoreArg {
 }
 
 fn identity(args: &IndexArgs) -> rr_indexer::Identity {
-    let folder = std::fs::canonicalize(&args.dir)
-        .ok()
-        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .unwrap_or_else(|| "repository".into());
-    rr_indexer::Identity {
-        organization: args.organization.clone().unwrap_or_else(|| "local".into()),
-        repository: args.repository.clone().unwrap_or(folder),
-        branch: args.branch.clone().unwrap_or_else(|| "main".into()),
+    let flags = rr_indexer::checkout::IdentityFlags {
+        organization: args.organization.clone(),
+        repository: args.repository.clone(),
+        branch: args.branch.clone(),
         commit_sha: args.commit_sha.clone(),
-    }
+    };
+    rr_indexer::checkout::local_identity(&args.dir, &flags)
 }
 
 /// Why `serve --rerank` is refused with --stores or --chroma-url: those keep their own reranking.
@@ -240,6 +240,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             options.selection.exclude_paths = or_file(&args.exclude_paths, &file.files.exclude_paths);
             options.selection.include_extensions = or_file(&args.include_extensions, &file.files.include_extensions);
             options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
+            options.selection.respect_ignore = !args.no_ignore;
             options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
             options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
             if args.embedder.is_some() || args.query_prefix.is_some() || args.document_prefix.is_some() {

@@ -7,7 +7,7 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rr_testkit::copy_dir;
+use rr_testkit::{copy_dir, git};
 use serde_json::{Value, json};
 use support::{EMBED_MODEL, Server, fixture, server_bin, testdata_dir, tool_text};
 
@@ -433,4 +433,91 @@ fn issue9_switching_the_chunking_rewrites_every_record() {
     let (code, stderr) = failure(&["index", corpus().to_str().unwrap(), "--chunking", "fancy"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("invalid value 'fancy' for '--chunking <CHUNKING>'"), "{stderr}");
+fn write(root: &Path, relative: &str, text: &str) {
+    let path = root.join(relative);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+fn index_json(args: &[&str]) -> Value {
+    let out = run(args);
+    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn issue11_a_built_checkout_is_indexed_without_its_build_output() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("demo");
+    std::fs::create_dir(&root).unwrap();
+    git(&root, &["init", "--quiet", "--initial-branch", "trunk"]);
+    write(&root, ".gitignore", "target/\nnode_modules/\n.venv/\ndist/\n");
+    write(&root, "src/lib.rs", "/// Parses the widget configuration.\npub fn parse_widget_config() {}\n");
+    write(&root, "README.md", "# demo\n\nWidget configuration parser.\n");
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "--quiet", "-m", "sources"]);
+    let sha = git(&root, &["rev-parse", "HEAD"]);
+    git(&root, &["remote", "add", "origin", "git@github.com:octo/demo.git"]);
+    let build_output = [
+        "target/debug/build/widget-config/out.rs",
+        "target/release/deps/widget_config.d",
+        "node_modules/widget-config/index.js",
+        ".venv/lib/widget_config.py",
+        "dist/widget-config.js",
+    ];
+    for path in build_output {
+        write(&root, path, "// parse_widget_config build output\n");
+    }
+    let store = work.path().join("store");
+    let (dir, store_arg) = (root.to_str().unwrap(), store.to_str().unwrap());
+    let summary = index_json(&["index", dir, "--store", store_arg]);
+    assert_eq!(
+        (&summary["organization"], &summary["repository"], &summary["branch"]),
+        (&json!("octo"), &json!("demo"), &json!("trunk"))
+    );
+    assert_eq!(summary["files_ignored"], 5, "{summary}");
+    assert_eq!(summary["files_eligible"], 3, "{summary}");
+    assert_eq!(summary["files_scanned"], 8, "{summary}");
+    let found = search(&store, "parse_widget_config", &["--limit", "20"]);
+    assert!(found.contains("`src/lib.rs"), "{found}");
+    for path in build_output {
+        assert!(!found.contains(path), "{path} was indexed: {found}");
+    }
+    // The link goes to the commit on GitHub, as the reference's would.
+    assert!(found.contains(&format!("(https://github.com/octo/demo/blob/{sha}/src/lib.rs#L2)")), "{found}");
+
+    // --no-ignore: the reference's selection, build output included.
+    let all = index_json(&["index", dir, "--store", store_arg, "--no-ignore"]);
+    assert_eq!((&all["files_ignored"], &all["files_eligible"]), (&json!(0), &json!(8)), "{all}");
+    let found = search(&store, "parse_widget_config", &["--limit", "20"]);
+    // The five files have the same text, which a search returns once.
+    assert!(build_output.iter().any(|path| found.contains(&format!("**File:** `{path}"))), "{found}");
+}
+
+#[test]
+fn issue11_links_follow_the_remote_and_a_folder_without_one_has_none() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("tool");
+    std::fs::create_dir(&root).unwrap();
+    write(&root, "main.go", "package main\n\n// Greets the widget.\nfunc greetWidget() {}\n");
+    let store = work.path().join("store");
+    let (dir, store_arg) = (root.to_str().unwrap(), store.to_str().unwrap());
+    // No git at all: `local/<folder>` and no link to a repository that does not exist.
+    let summary = index_json(&["index", dir, "--store", store_arg]);
+    assert_eq!((&summary["organization"], &summary["repository"]), (&json!("local"), &json!("tool")));
+    let found = search(&store, "greetWidget", &[]);
+    assert!(found.contains("**Repo:** `local/tool@main`\n**File:** `main.go"), "{found}");
+    assert!(!found.contains("Source: ["), "{found}");
+    assert!(!found.contains("https://"), "{found}");
+
+    git(&root, &["init", "--quiet", "--initial-branch", "main"]);
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "--quiet", "-m", "tool"]);
+    let sha = git(&root, &["rev-parse", "HEAD"]);
+    git(&root, &["remote", "add", "origin", "https://gitlab.com/group/sub/tool.git"]);
+    let store = work.path().join("store-gitlab");
+    index_json(&["index", dir, "--store", store.to_str().unwrap()]);
+    let found = search(&store, "greetWidget", &[]);
+    assert!(found.contains("**Repo:** `group/sub/tool@main`"), "{found}");
+    assert!(found.contains(&format!("(https://gitlab.com/group/sub/tool/-/blob/{sha}/main.go#L4)")), "{found}");
 }

@@ -220,3 +220,54 @@ fn issue5_files_reassembled_from_chroma_records() {
         "Lines 22-30 of internal/store/store.go could not be recovered from the index."
     );
 }
+
+/// An HTTP server on 127.0.0.1 that answers every request with `response`
+/// and counts the connections it accepted.
+fn http_stub(response: String) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    (port, hits)
+}
+
+#[tokio::test]
+async fn issue12_git_never_follows_a_redirect() {
+    // The "metadata service" a redirect would lead to, on another port.
+    let (target, target_hits) =
+        http_stub("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into());
+    let redirect = format!(
+        "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:{target}/octo/demo/info/refs?service=git-upload-pack\r\n\
+         Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    let (allowed, allowed_hits) = http_stub(redirect);
+    let url = format!("http://127.0.0.1:{allowed}/octo/demo");
+
+    // The check can fail: plain git does follow this redirect to the other port.
+    let plain = std::process::Command::new("git")
+        .args(["ls-remote", "--", &url])
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .output()
+        .unwrap();
+    assert!(!plain.status.success());
+    assert_eq!(target_hits.swap(0, std::sync::atomic::Ordering::SeqCst), 1, "plain git followed the redirect");
+
+    let (_dir, nav) = nav(true);
+    let message = err(&nav, json!({"url": url})).await;
+    // git stops at the 302 and reports it as an HTTP failure.
+    assert_eq!(message, "Could not reach 127.0.0.1; try again.");
+    assert!(allowed_hits.load(std::sync::atomic::Ordering::SeqCst) >= 1, "git asked the allowed host");
+    assert_eq!(target_hits.load(std::sync::atomic::Ordering::SeqCst), 0, "add_repository's git followed the redirect");
+    assert_eq!(nav.catalogue().repositories().unwrap().len(), 0);
+}

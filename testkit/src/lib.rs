@@ -11,8 +11,10 @@
 
 mod bench;
 mod fixture;
+mod git;
 mod services;
 
 pub use bench::{Rng, vm_rss_mib};
 pub use fixture::{FIXTURE_RECORDS, copy_dir, fixture_records, record_embedding, testdata_dir, workspace_root};
+pub use git::git;
 pub use services::{Service, chroma, chroma_bin, embed_server, free_port, init_once, panic_message};

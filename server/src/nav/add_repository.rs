@@ -4,13 +4,15 @@
 //!
 //! Refused before anything is created: other schemes, credentials, ports,
 //! query or fragment, `localhost`/`*.localhost`, IP literals that are not
-//! public, and host names that resolve to any non-public address. git is
-//! then pinned to the checked address (`http.curloptResolve`), so a DNS
-//! answer that changes between the check and the clone cannot redirect it.
+//! public, and host names that resolve to any non-public address (see
+//! [`super::address`] for what is public). git is then pinned to the checked
+//! addresses (`http.curloptResolve`), so a DNS answer that changes between
+//! the check and the clone cannot redirect it, and never follows an HTTP
+//! redirect, which would lead it to a host nobody checked.
 //! The operator setting `allow_loopback_git` (off by default; tests only)
 //! lets a loopback host through, with a port and `http://` or `git://`.
 
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::Arc;
@@ -38,8 +40,10 @@ pub const STARTED: &str = "Indexing started; check list_repositories for progres
 pub struct RepoUrl {
     /// `https` (or, with the loopback setting, `http`/`git`).
     pub scheme: String,
-    /// Lower-case host, with `:port` only in loopback test mode.
+    /// Lower-case host as the URL spells it (an IPv6 address in brackets),
+    /// with `:port` only in loopback test mode.
     pub host: String,
+    /// The host without brackets or port: a DNS name or an address.
     pub bare_host: String,
     /// `owner/repo` or `group/sub/project`, without `.git`.
     pub path: String,
@@ -60,40 +64,21 @@ impl RepoUrl {
     }
 }
 
-/// Whether an address is public (not loopback, private, link-local,
-/// unspecified, shared, documentation, multicast or reserved).
-pub fn is_public(ip: IpAddr) -> bool {
-    match ip.to_canonical() {
-        IpAddr::V4(v4) => {
-            let o = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_documentation()
-                || v4.is_multicast()
-                || o[0] == 0
-                || (o[0] == 100 && (64..128).contains(&o[1]))
-                || (o[0] == 192 && o[1] == 0 && o[2] == 0)
-                || (o[0] == 198 && (18..20).contains(&o[1]))
-                || o[0] >= 240)
-        }
-        IpAddr::V6(v6) => {
-            let s = v6.segments();
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (s[0] & 0xfe00) == 0xfc00
-                || (s[0] & 0xffc0) == 0xfe80
-                || (s[0] == 0x2001 && s[1] == 0x0db8)
-                || v6 == Ipv4Addr::LOCALHOST.to_ipv6_mapped())
-        }
-    }
-}
+pub use super::address::is_public;
+use super::address::{self, is_loopback as is_loopback_ip};
 
-fn is_loopback_ip(ip: IpAddr) -> bool {
-    ip.to_canonical().is_loopback()
+/// The literal address a URL host spells, IPv6 in brackets or IPv4 in any
+/// form the resolver reads; `Err` for a host that is neither an address nor
+/// a valid DNS name.
+fn literal_address(bracketed: bool, bare: &str) -> Result<Option<IpAddr>, ()> {
+    if bracketed {
+        return bare.parse::<std::net::Ipv6Addr>().map(|v6| Some(IpAddr::V6(v6))).map_err(|_| ());
+    }
+    match address::ipv4_host(bare) {
+        Some(v4) => v4.map(|v4| Some(IpAddr::V4(v4))),
+        None if address::valid_host_name(bare) => Ok(None),
+        None => Err(()),
+    }
 }
 
 /// Validates and normalises the `url` argument. Errors are the text after
@@ -123,8 +108,12 @@ pub fn parse_url(input: &str, allow_loopback: bool) -> Result<RepoUrl, String> {
     if authority.is_empty() || authority.contains(char::is_whitespace) {
         return Err(invalid());
     }
+    let bracketed = authority.starts_with('[');
     let (bare, port) = if let Some(v6) = authority.strip_prefix('[') {
         let (h, after) = v6.split_once(']').ok_or_else(invalid)?;
+        if !(after.is_empty() || after.starts_with(':')) {
+            return Err(invalid());
+        }
         (h.to_owned(), after.strip_prefix(':').map(str::to_owned))
     } else {
         match authority.rsplit_once(':') {
@@ -133,7 +122,11 @@ pub fn parse_url(input: &str, allow_loopback: bool) -> Result<RepoUrl, String> {
         }
     };
     let bare = bare.to_ascii_lowercase().trim_end_matches('.').to_owned();
-    let loopback_host = bare == "localhost" || bare.parse::<IpAddr>().is_ok_and(is_loopback_ip);
+    let literal = literal_address(bracketed, &bare).map_err(|()| invalid())?;
+    // An address in its canonical text (IPv6 goes inside the brackets a URL
+    // needs), so that git is given the very address that was checked.
+    let bare = literal.map_or(bare, |ip| ip.to_string());
+    let loopback_host = bare == "localhost" || literal.is_some_and(is_loopback_ip);
     let test_mode = allow_loopback && loopback_host;
     if !test_mode {
         if scheme == "git" {
@@ -145,16 +138,16 @@ pub fn parse_url(input: &str, allow_loopback: bool) -> Result<RepoUrl, String> {
         if bare == "localhost" || bare.ends_with(".localhost") {
             return Err("localhost URLs are not allowed".into());
         }
-        if let Ok(ip) = bare.parse::<IpAddr>()
-            && !is_public(ip)
-        {
+        if let Some(refusal) = literal.and_then(address::refusal) {
+            tracing::debug!(host = %bare, %refusal, "add_repository address refused");
             return Err("Private or loopback addresses are not allowed".into());
         }
     }
     let scheme = if test_mode { scheme } else { "https" };
+    let url_host = if matches!(literal, Some(IpAddr::V6(_))) { format!("[{bare}]") } else { bare.clone() };
     let host = match (&port, test_mode) {
-        (Some(p), true) => format!("{bare}:{p}"),
-        _ => bare.clone(),
+        (Some(p), true) => format!("{url_host}:{p}"),
+        _ => url_host,
     };
     let path = path.trim_end_matches('/');
     let segments: Vec<&str> = path.split('/').collect();
@@ -268,18 +261,43 @@ async fn git(args: &[String], dir: Option<&Path>, limit: Duration) -> Result<std
     }
 }
 
-/// `-c http.curloptResolve=host:443:ip` pinning git to the checked address.
-fn pin(url: &RepoUrl, ip: Option<IpAddr>) -> Vec<String> {
-    match (url.scheme.as_str(), ip) {
-        ("https", Some(ip)) => {
-            let ip = match ip {
+/// Which of a host name's addresses git may not connect to; every one must
+/// pass, since curl may pick any of them.
+pub fn check_resolved(addrs: &[IpAddr], allow_loopback: bool) -> Result<(), address::Refusal> {
+    for &ip in addrs {
+        if let Some(refusal) = address::refusal(ip)
+            && !(allow_loopback && is_loopback_ip(ip))
+        {
+            return Err(refusal);
+        }
+    }
+    Ok(())
+}
+
+/// The `-c` options every git run gets: no redirects (a redirect would lead
+/// to a host nobody checked), only the URL's own protocol, and for a host
+/// name `http.curloptResolve` pinning it to the checked addresses, so a DNS
+/// answer that changes between the check and the connection is never used.
+pub fn git_guard(url: &RepoUrl, addrs: &[IpAddr]) -> Vec<String> {
+    let mut args = vec![
+        "-c".to_owned(),
+        "http.followRedirects=false".to_owned(),
+        "-c".to_owned(),
+        "protocol.allow=never".to_owned(),
+        "-c".to_owned(),
+        format!("protocol.{}.allow=always", url.scheme),
+    ];
+    if url.scheme == "https" && !addrs.is_empty() && url.bare_host.parse::<IpAddr>().is_err() {
+        let pinned: Vec<String> = addrs
+            .iter()
+            .map(|ip| match ip {
                 IpAddr::V6(v6) => format!("[{v6}]"),
                 v4 => v4.to_string(),
-            };
-            vec!["-c".into(), format!("http.curloptResolve={}:443:{ip}", url.bare_host)]
-        }
-        _ => Vec::new(),
+            })
+            .collect();
+        args.extend(["-c".to_owned(), format!("http.curloptResolve={}:443:{}", url.bare_host, pinned.join(","))]);
     }
+    args
 }
 
 pub async fn call(nav: Arc<NavService>, args: Args) -> ToolResult {
@@ -301,10 +319,10 @@ pub async fn call(nav: Arc<NavService>, args: Args) -> ToolResult {
         return Err(format!("{} is already added as repository {}.", r.name, r.id));
     }
     // Resolve the host and check every address it has.
-    let ip = match url.bare_host.parse::<IpAddr>() {
-        Ok(ip) => Some(ip),
+    let addrs: Vec<IpAddr> = match url.bare_host.parse::<IpAddr>() {
+        Ok(ip) => vec![ip],
         Err(_) => {
-            let addrs: Vec<IpAddr> = match tokio::time::timeout(
+            let mut addrs: Vec<IpAddr> = match tokio::time::timeout(
                 nav.config().preflight_timeout,
                 tokio::net::lookup_host((url.bare_host.as_str(), 443)),
             )
@@ -313,21 +331,23 @@ pub async fn call(nav: Arc<NavService>, args: Args) -> ToolResult {
                 Ok(Ok(a)) => a.map(|s| s.ip()).collect(),
                 _ => Vec::new(),
             };
+            let mut seen = std::collections::HashSet::new();
+            addrs.retain(|ip| seen.insert(*ip));
             if addrs.is_empty() {
                 return Err(format!("Can't index {name}: {} could not be resolved.", url.bare_host));
             }
-            let allowed = |ip: &IpAddr| is_public(*ip) || (allow && is_loopback_ip(*ip));
-            if !addrs.iter().all(allowed) {
+            if let Err(refusal) = check_resolved(&addrs, allow) {
+                tracing::debug!(host = %url.bare_host, %refusal, "add_repository address refused");
                 return Err(format!(
                     "Can't index {name}: {} resolves to a private or loopback address.",
                     url.bare_host
                 ));
             }
-            addrs.first().copied()
+            addrs
         }
     };
     // Pre-flight: the repository exists, is not empty, and has the branch.
-    let mut ls = pin(&url, ip);
+    let mut ls = git_guard(&url, &addrs);
     ls.extend(["ls-remote".into(), "--symref".into(), "--".into(), url.url()]);
     let out = match git(&ls, None, nav.config().preflight_timeout).await {
         Ok(o) => o,
@@ -376,7 +396,7 @@ pub async fn call(nav: Arc<NavService>, args: Args) -> ToolResult {
             managed: true,
         })
         .map_err(|e| e.to_string())?;
-    let job = Job { nav, id, url, ip, branch, index_branch, organization, repository };
+    let job = Job { nav, id, url, addrs, branch, index_branch, organization, repository };
     tokio::spawn(async move {
         let (nav, id) = (job.nav.clone(), job.id);
         if let Err(e) = job.run().await {
@@ -391,7 +411,7 @@ struct Job {
     nav: Arc<NavService>,
     id: i64,
     url: RepoUrl,
-    ip: Option<IpAddr>,
+    addrs: Vec<IpAddr>,
     branch: Option<String>,
     index_branch: String,
     organization: String,
@@ -404,7 +424,7 @@ impl Job {
         nav.catalogue().set_status(self.id, "processing", None).map_err(|e| e.to_string())?;
         let tmp = tempfile::Builder::new().prefix("rr-clone-").tempdir().map_err(|e| e.to_string())?;
         let dir = tmp.path().join("repo");
-        let mut clone = pin(&self.url, self.ip);
+        let mut clone = git_guard(&self.url, &self.addrs);
         clone.extend(["clone".into(), "--depth".into(), "1".into(), "--single-branch".into()]);
         if let Some(b) = &self.branch {
             clone.extend(["--branch".into(), b.clone()]);
@@ -446,6 +466,7 @@ impl Job {
                 repository: self.repository.clone(),
                 branch: self.index_branch.clone(),
                 commit_sha: sha.clone().unwrap_or_default(),
+                source_host: None,
             },
             options: rr_indexer::IndexOptions::default(),
             batch_size: 100,

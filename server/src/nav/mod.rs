@@ -12,6 +12,7 @@
 //! and, for `find_patterns`, a scan bounded by time budgets.
 
 pub mod add_repository;
+pub mod address;
 pub mod analyze;
 pub mod catalog;
 pub mod chroma;

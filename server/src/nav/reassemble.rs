@@ -31,6 +31,7 @@ pub fn excerpt(chunk: &Chunk) -> &str {
         repository: m.repository.clone(),
         branch: m.branch.clone(),
         commit_sha: m.indexed_commit_sha.clone(),
+        source_host: None,
     };
     let prefix = rr_indexer::context_prefix(&identity, &m.path, &m.file_type, &m.section, &m.symbol);
     chunk

@@ -1266,20 +1266,7 @@ impl Drop for Daemon {
     }
 }
 
-pub fn git(dir: &Path, args: &[&str]) {
-    let st = Command::new("git")
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success(), "git {args:?}");
-}
+pub use rr_testkit::git;
 
 /// A bare repository `demo/widgets.git` (branches main and dev), an empty
 /// one `demo/empty.git`, served by `git daemon` on 127.0.0.1.

@@ -57,6 +57,7 @@ pub async fn index_chunked(
             repository: repo.into(),
             branch: branch.into(),
             commit_sha: COMMIT.into(),
+            source_host: None,
         },
         options: rr_indexer::IndexOptions::default(),
         batch_size: 100,
