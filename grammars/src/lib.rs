@@ -7,7 +7,7 @@
 //!
 //! | grammar | repository | revision | pinned revision |
 //! |---|---|---|---|
-//! | kotlin | fwcd/tree-sitter-kotlin | e1a2d5a (release 0.3.8, 2024-08) | c8ac3d2, which no published history holds; the newest obtainable generated parser |
+//! | kotlin | fwcd/tree-sitter-kotlin | e1a2d5a (release 0.3.8, 2024-08) | c8ac3d2, which no published history holds; 0.3.8 is the grammar's newest release |
 //! | python | tree-sitter/tree-sitter-python | 26855ea ("mark `expression_statement` as a supertype") | 26855ea (the pin) |
 //! | vue | tree-sitter-grammars/tree-sitter-vue | 22bdfa6 (2024-03-26) | ce8011a, which no published history holds |
 //!
