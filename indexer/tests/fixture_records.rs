@@ -156,23 +156,11 @@ impl Comparison {
     }
 }
 
-/// Records of `testdata/records.jsonl` that the reference's pinned Python grammar (26855ea, which
-/// makes `expression_statement` a supertype) names differently: that fixture was written with an
-/// older Python grammar, and the polyglot fixture and the reference on real repositories name a
-/// module-level statement after its inner node. Everything else in these records is identical.
-const FIXTURE_EXPECTED_DIFFERENCES: [(&str, &str); 2] = [
-    ("py/widgets/__init__.py#0", "Symbol `string` (pinned grammar), fixture written with `expression_statement`"),
-    (
-        "py/widgets/__init__.py#2",
-        "Symbol `assignment:__all__` (pinned grammar), fixture written with `expression_statement`",
-    ),
-];
-
 #[test]
 fn records_equal_the_reference_field_by_field() {
     let identity = Identity::new("acme", "widgets", "main", COMMIT);
     let result = compare(&testdata().join("corpus"), &testdata().join("records.jsonl"), &identity);
-    result.assert_equal_except(89, &FIXTURE_EXPECTED_DIFFERENCES);
+    result.assert_equal_except(89, &[]);
 }
 
 /// Records of the polyglot fixture that we knowingly do not reproduce, with the reason (none: every

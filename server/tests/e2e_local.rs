@@ -133,6 +133,20 @@ async fn issue4_serve_answers_mcp_over_the_store() {
     mcp.close().await;
 }
 
+/// The `index` flags that write into `collection` of the Chroma at `chroma_url`, embedded by `embed_url`.
+fn into_chroma<'a>(chroma_url: &'a str, collection: &'a str, embed_url: &'a str) -> [&'a str; 8] {
+    [
+        "--chroma-url",
+        chroma_url,
+        "--collection-name",
+        collection,
+        "--embedding-api-url",
+        embed_url,
+        "--embedding-model",
+        EMBED_MODEL,
+    ]
+}
+
 /// `index --chroma-url` writes the reference indexer's records into a real
 /// Chroma, and the drop-in server then answers from them.
 #[tokio::test]
@@ -142,16 +156,7 @@ async fn issue4_index_into_real_chroma_then_search_through_the_server() {
     let collection = "indexed-by-cli";
     support::delete_collection(&f.chroma_url, collection).await;
     let store = tempfile::tempdir().unwrap();
-    let chroma_args = [
-        "--chroma-url",
-        &f.chroma_url,
-        "--collection-name",
-        collection,
-        "--embedding-api-url",
-        &embed,
-        "--embedding-model",
-        EMBED_MODEL,
-    ];
+    let chroma_args = into_chroma(&f.chroma_url, collection, &embed);
     let first = index(&corpus(), store.path(), &chroma_args);
     assert_eq!(first["chunks_added_or_updated"], 89, "{first}");
     let second = index(&corpus(), store.path(), &chroma_args);
@@ -186,29 +191,10 @@ async fn issue11_polyglot_index_into_real_chroma_equals_the_reference_records() 
     let store = tempfile::tempdir().unwrap();
     let polyglot = testdata_dir().join("polyglot");
     let corpus = polyglot.join("corpus");
-    let args = [
-        "index",
-        corpus.to_str().unwrap(),
-        "--store",
-        store.path().to_str().unwrap(),
-        "--organization",
-        "acme",
-        "--repository",
-        "polyglot",
-        "--branch",
-        "main",
-        "--commit-sha",
-        "89abcdef0123456789abcdef0123456789abcdef",
-        "--chroma-url",
-        &chroma,
-        "--collection-name",
-        collection,
-        "--embedding-api-url",
-        &embed,
-        "--embedding-model",
-        EMBED_MODEL,
-    ];
-    let out = run(&args);
+    let identity = ["--organization", "acme", "--repository", "polyglot", "--branch", "main"];
+    let commit = ["--commit-sha", "89abcdef0123456789abcdef0123456789abcdef"];
+    let target = ["index", corpus.to_str().unwrap(), "--store", store.path().to_str().unwrap()];
+    let out = run(&[&target[..], &identity, &commit, &into_chroma(&chroma, collection, &embed)].concat());
     assert!(out.status.success(), "index failed: {}", String::from_utf8_lossy(&out.stderr));
     let summary: Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
     assert_eq!(summary["chunks_added_or_updated"], 222, "{summary}");
