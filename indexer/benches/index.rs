@@ -138,8 +138,13 @@ fn main() {
     // Loading the tokenizer's ranks and the grammars is a one-time cost per
     // process; keep it out of the throughput rows.
     let warm_up = Identity::new("w", "w", "w", "");
-    build(&fixture, &warm_up, &IndexOptions::default()).expect("warm-up build");
+    // Every grammar: the 24-language polyglot fixture.
+    let polyglot = fixture.join("../polyglot/corpus");
+    for corpus in [&fixture, &polyglot] {
+        build(corpus, &warm_up, &IndexOptions::default()).expect("warm-up build");
+    }
     row("fixture corpus", &fixture, &rt);
+    row("polyglot corpus", &polyglot, &rt);
     let tree = tempfile::tempdir().unwrap();
     let n = if timed { 2_000 } else { 60 };
     generate(tree.path(), n);

@@ -1,6 +1,10 @@
 //! Reading a file as text and deciding how it is chunked.
 
+use std::borrow::Cow;
 use std::fmt;
+
+use chardetng::{EncodingDetector, Iso2022JpDetection, Utf8Detection};
+use encoding_rs::{Encoding, UTF_16BE, UTF_16LE};
 
 use crate::binary;
 
@@ -88,22 +92,39 @@ pub fn classify(text: String, extension: &str) -> DecodedFile {
     }
 }
 
-/// Decodes file bytes as the reference does, or `None` for a binary file.
+/// Decodes file bytes as the reference does, or `None` for a file that is
+/// skipped: binary, or not decodable in the encoding it appears to be in.
 ///
-/// UTF-8 (one leading BOM removed) is decoded exactly. The reference falls
-/// back to `charset_normalizer`'s best guess for other bytes; that guesser is
-/// not reproduced: such files are read as Windows-1252 instead, so their text
-/// (and records) may differ from the reference's.
+/// UTF-8 (one leading BOM removed) is decoded exactly. UTF-16 with a byte-order
+/// mark is decoded by that mark; its NUL bytes would otherwise make it binary.
+/// For other bytes the reference takes `charset_normalizer`'s best match;
+/// here `chardetng` (Firefox's detector) guesses the encoding and `encoding_rs`
+/// decodes it strictly. Both pick Windows-1252 for Latin-1 text in Western
+/// languages; for short or unusual text the two guessers can disagree, and
+/// then the text (and the records) differ from the reference's.
 pub fn decode(data: &[u8], extension: &str) -> Option<DecodedFile> {
+    let text = decode_text(data)?;
+    Some(classify(normalize_newlines(&text), extension))
+}
+
+fn decode_text(data: &[u8]) -> Option<Cow<'_, str>> {
+    if let Some((encoding, bom_length)) = Encoding::for_bom(data)
+        && (encoding == UTF_16LE || encoding == UTF_16BE)
+    {
+        return encoding.decode_without_bom_handling_and_without_replacement(&data[bom_length..]);
+    }
     if binary::is_binary(data) {
         return None;
     }
     let data = data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data);
-    let text = match std::str::from_utf8(data) {
-        Ok(text) => normalize_newlines(text),
-        Err(_) => normalize_newlines(&windows_1252(data)),
-    };
-    Some(classify(text, extension))
+    if let Ok(text) = std::str::from_utf8(data) {
+        return Some(Cow::Borrowed(text));
+    }
+    // ISO-2022-JP is 7-bit, so it was valid UTF-8 above; UTF-8 itself was ruled out there too.
+    let mut detector = EncodingDetector::new(Iso2022JpDetection::Deny);
+    detector.feed(data, true);
+    let encoding = detector.guess(None, Utf8Detection::Deny);
+    encoding.decode_without_bom_handling_and_without_replacement(data)
 }
 
 /// CRLF and lone CR become LF.
@@ -112,15 +133,6 @@ pub fn normalize_newlines(text: &str) -> String {
         return text.to_owned();
     }
     text.replace("\r\n", "\n").replace('\r', "\n")
-}
-
-/// Windows-1252, with its five unassigned bytes mapped to the C1 controls.
-fn windows_1252(data: &[u8]) -> String {
-    const HIGH: [char; 32] = [
-        '€', '\u{81}', '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', '\u{8d}', 'Ž', '\u{8f}', '\u{90}', '‘',
-        '’', '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', '\u{9d}', 'ž', 'Ÿ',
-    ];
-    data.iter().map(|&b| if (0x80..0xa0).contains(&b) { HIGH[usize::from(b - 0x80)] } else { char::from(b) }).collect()
 }
 
 #[cfg(test)]
@@ -158,5 +170,26 @@ mod tests {
     fn latin1_falls_back_to_windows_1252() {
         let decoded = decode(b"caf\xe9 \x80 na\xefve text here", ".txt").unwrap();
         assert_eq!(decoded.text, "café € naïve text here");
+        let french = b"/* Rapport journalier : quantit\xe9s re\xe7ues, \xe9carts et d\xe9p\xf4ts fran\xe7ais. */\n";
+        assert_eq!(
+            decode(french, ".c").unwrap().text,
+            "/* Rapport journalier : quantités reçues, écarts et dépôts français. */\n"
+        );
+    }
+
+    #[test]
+    fn utf16_with_a_bom_is_decoded_despite_its_nul_bytes() {
+        let text = "# Überblick\r\nZeile zwei\r\n";
+        let le: Vec<u8> = [0xff, 0xfe].into_iter().chain(text.encode_utf16().flat_map(u16::to_le_bytes)).collect();
+        let be: Vec<u8> = [0xfe, 0xff].into_iter().chain(text.encode_utf16().flat_map(u16::to_be_bytes)).collect();
+        for data in [le, be] {
+            let decoded = decode(&data, ".md").unwrap();
+            assert_eq!(decoded.text, "# Überblick\nZeile zwei\n");
+            assert_eq!(decoded.strategy, Strategy::Markdown);
+        }
+        // An unpaired surrogate cannot be decoded: the file is skipped, not mangled.
+        assert!(decode(&[0xff, 0xfe, b'a', 0, 0x00, 0xd8, b'b', 0], ".txt").is_none());
+        // Without a BOM, NUL bytes still mean binary.
+        assert!(decode(&[b'a', 0, b'b', 0], ".txt").is_none());
     }
 }

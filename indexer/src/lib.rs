@@ -8,7 +8,8 @@
 //! 1. [`scan`]: walk the folder without following symlinks, skip the root
 //!    `.git`, optionally skip what its ignore rules ignore, select files with
 //!    Git wildmatch include/exclude paths and extension lists;
-//! 2. [`read_source`]: skip binary files, decode UTF-8 (BOM removed), turn
+//! 2. [`read_source`]: skip binary files, decode UTF-8 (BOM removed), UTF-16
+//!    by its BOM, or the encoding detected for other bytes, turn
 //!    CRLF/CR into LF, classify as Markdown, code or generic text;
 //! 3. [`chunk_file`]: cut the text into chunks that fit `chunk_size`
 //!    `cl100k_base` tokens including their context prefix, and build records.
@@ -31,12 +32,11 @@
 //! that switches a namespace from one to the other rewrites every record
 //! instead of keeping stale chunks as "unchanged".
 //!
-//! Known differences from the reference, outside the fixture corpus: text that
-//! is not UTF-8 is read as Windows-1252 (the reference guesses the encoding
-//! with charset-normalizer); languages without a bundled grammar (the
-//! reference's table also maps C, C++, C#, CSS, HTML, Java, Kotlin, Lua, PHP,
-//! Ruby, SQL, Swift, TOML, Vue and XML) are chunked as one unit split by
-//! tokens, where the reference splits them at top-level nodes.
+//! Known differences from the reference, outside the fixture corpora: text
+//! that is neither UTF-8 nor UTF-16 with a BOM is decoded in the encoding
+//! `chardetng` guesses, where the reference takes charset-normalizer's guess
+//! (both give Windows-1252 for Western Latin-1 text); grammars whose pinned
+//! revision could not be had are the nearest one (`README.md`, "Grammars").
 
 mod binary;
 pub mod checkout;
@@ -105,6 +105,7 @@ pub struct BuildStats {
     pub files_eligible: usize,
     /// Eligible files that produced at least one record.
     pub files_indexed: usize,
+    /// Eligible files skipped as binary, or as text that does not decode in its detected encoding.
     pub files_binary_skipped: usize,
     pub files_other_skipped: usize,
     /// Files left out by `.gitignore`, `.ignore` or `.git/info/exclude`.

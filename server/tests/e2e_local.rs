@@ -140,6 +140,20 @@ async fn issue4_serve_answers_mcp_over_the_store() {
     mcp.close().await;
 }
 
+/// The `index` flags that write into `collection` of the Chroma at `chroma_url`, embedded by `embed_url`.
+fn into_chroma<'a>(chroma_url: &'a str, collection: &'a str, embed_url: &'a str) -> [&'a str; 8] {
+    [
+        "--chroma-url",
+        chroma_url,
+        "--collection-name",
+        collection,
+        "--embedding-api-url",
+        embed_url,
+        "--embedding-model",
+        EMBED_MODEL,
+    ]
+}
+
 /// `index --chroma-url` writes the reference indexer's records into a real
 /// Chroma, and the drop-in server then answers from them.
 #[tokio::test]
@@ -149,16 +163,7 @@ async fn issue4_index_into_real_chroma_then_search_through_the_server() {
     let collection = "indexed-by-cli";
     support::delete_collection(&f.chroma_url, collection).await;
     let store = tempfile::tempdir().unwrap();
-    let chroma_args = [
-        "--chroma-url",
-        &f.chroma_url,
-        "--collection-name",
-        collection,
-        "--embedding-api-url",
-        &embed,
-        "--embedding-model",
-        EMBED_MODEL,
-    ];
+    let chroma_args = into_chroma(&f.chroma_url, collection, &embed);
     let first = index(&corpus(), store.path(), &chroma_args);
     assert_eq!(first["chunks_added_or_updated"], 89, "{first}");
     let second = index(&corpus(), store.path(), &chroma_args);
@@ -179,6 +184,61 @@ async fn issue4_index_into_real_chroma_then_search_through_the_server() {
     }
     ours.close().await;
     reference.close().await;
+}
+
+/// `index --chroma-url` over the polyglot corpus (24 languages, BOM, CRLF and Latin-1 files) writes
+/// into a real Chroma exactly the 222 records the reference indexer wrote for it: ids, documents and
+/// metadata identical, embeddings equal within 1e-4.
+#[tokio::test]
+async fn issue11_polyglot_index_into_real_chroma_equals_the_reference_records() {
+    let chroma = support::chroma().url().to_string();
+    let embed = support::embed_server().url().to_string();
+    let collection = "polyglot-indexed-by-cli";
+    support::delete_collection(&chroma, collection).await;
+    let store = tempfile::tempdir().unwrap();
+    let polyglot = testdata_dir().join("polyglot");
+    let corpus = polyglot.join("corpus");
+    let identity = ["--organization", "acme", "--repository", "polyglot", "--branch", "main"];
+    let commit = ["--commit-sha", "89abcdef0123456789abcdef0123456789abcdef"];
+    let target = ["index", corpus.to_str().unwrap(), "--store", store.path().to_str().unwrap()];
+    let out = run(&[&target[..], &identity, &commit, &into_chroma(&chroma, collection, &embed)].concat());
+    assert!(out.status.success(), "index failed: {}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).expect("one JSON summary");
+    assert_eq!(summary["chunks_added_or_updated"], 222, "{summary}");
+
+    let url = format!("{}/{collection}", support::collections_url(&chroma, support::TENANT, support::DATABASE));
+    let info: Value = reqwest::get(url).await.unwrap().json().await.unwrap();
+    let id = info["id"].as_str().unwrap_or_else(|| panic!("collection {collection}: {info}"));
+    let got = support::collection_get(&chroma, id, &["documents", "metadatas", "embeddings"]).await;
+    let mut ours: std::collections::BTreeMap<&str, (Value, Value, Vec<f64>)> = std::collections::BTreeMap::new();
+    for (i, record_id) in got["ids"].as_array().unwrap().iter().enumerate() {
+        let embedding = got["embeddings"][i].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        ours.insert(record_id.as_str().unwrap(), (got["documents"][i].clone(), got["metadatas"][i].clone(), embedding));
+    }
+
+    let jsonl = std::fs::read_to_string(polyglot.join("records.jsonl")).unwrap();
+    let reference: Vec<Value> = jsonl.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!((reference.len(), ours.len()), (222, 222));
+    let mut differences = Vec::new();
+    for record in &reference {
+        let key = format!("{}#{}", record["metadata"]["path"], record["metadata"]["chunk_index"]);
+        let Some((document, metadata, embedding)) = ours.get(record["id"].as_str().unwrap()) else {
+            differences.push(format!("{key}: id {} not in the collection", record["id"]));
+            continue;
+        };
+        if document != &record["document"] {
+            differences.push(format!("{key}: document differs"));
+        }
+        if metadata != &record["metadata"] {
+            differences.push(format!("{key}: metadata: expected {}, got {metadata}", record["metadata"]));
+        }
+        let want: Vec<f64> = record["embedding"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        let off = want.iter().zip(embedding).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
+        if want.len() != embedding.len() || off > 1e-4 {
+            differences.push(format!("{key}: embedding of {} values, off by up to {off}", embedding.len()));
+        }
+    }
+    assert!(differences.is_empty(), "{} of 222 records differ:\n{}", differences.len(), differences.join("\n"));
 }
 
 #[test]

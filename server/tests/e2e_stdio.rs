@@ -621,7 +621,7 @@ async fn issue2_plain_text_single_line_and_leading_blank_lines() {
         text.contains(&format!(
             "**File:** `py/widgets/__init__.py#L5`\n\n\
              Source: [py/widgets/__init__.py](https://github.com/acme/widgets/blob/{COMMIT}/py/widgets/__init__.py#L5)\n\
-             Context: symbol `expression_statement`\n\n```python\n__all__ = [\"WidgetClient\"]\n```\n"
+             Context: symbol `assignment:__all__`\n\n```python\n__all__ = [\"WidgetClient\"]\n```\n"
         )),
         "{text}"
     );

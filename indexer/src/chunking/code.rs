@@ -36,16 +36,33 @@ const NAME_TYPES: [&str; 3] = ["identifier", "type_identifier", "property_identi
 /// Loads a grammar.
 type LoadGrammar = fn() -> Language;
 
-/// The grammars bundled here, by language name of the classification table.
-const GRAMMARS: [(&str, LoadGrammar); 9] = [
+/// The grammars bundled here, by language name of the classification table: every language the
+/// reference splits by syntax tree. Which revision each one is, and whether that is the one the
+/// reference pins, is in the crate's README.
+const GRAMMARS: [(&str, LoadGrammar); 24] = [
     ("bash", || tree_sitter_bash::LANGUAGE.into()),
+    ("c", || tree_sitter_c::LANGUAGE.into()),
+    ("cpp", || tree_sitter_cpp::LANGUAGE.into()),
+    ("csharp", || tree_sitter_c_sharp::LANGUAGE.into()),
+    ("css", || tree_sitter_css::LANGUAGE.into()),
     ("go", || tree_sitter_go::LANGUAGE.into()),
+    ("html", || tree_sitter_html::LANGUAGE.into()),
+    ("java", || tree_sitter_java::LANGUAGE.into()),
     ("javascript", || tree_sitter_javascript::LANGUAGE.into()),
     ("json", || tree_sitter_json::LANGUAGE.into()),
-    ("python", || tree_sitter_python::LANGUAGE.into()),
+    ("kotlin", || rr_grammars::KOTLIN.into()),
+    ("lua", || tree_sitter_lua::LANGUAGE.into()),
+    ("php", || tree_sitter_php::LANGUAGE_PHP.into()),
+    ("python", || rr_grammars::PYTHON.into()),
+    ("ruby", || tree_sitter_ruby::LANGUAGE.into()),
     ("rust", || tree_sitter_rust::LANGUAGE.into()),
+    ("sql", || tree_sitter_sequel::LANGUAGE.into()),
+    ("swift", || tree_sitter_swift::LANGUAGE.into()),
+    ("toml", || tree_sitter_toml_ng::LANGUAGE.into()),
     ("tsx", || tree_sitter_typescript::LANGUAGE_TSX.into()),
     ("typescript", || tree_sitter_typescript::LANGUAGE_TYPESCRIPT.into()),
+    ("vue", || rr_grammars::VUE.into()),
+    ("xml", || tree_sitter_xml::LANGUAGE_XML.into()),
     ("yaml", || tree_sitter_yaml::LANGUAGE.into()),
 ];
 

@@ -327,10 +327,9 @@ fn docstring(node: Node<'_>, text: &str, language: &str) -> Option<Result<Doc, (
     let mut cursor = body.walk();
     let statements: Vec<Node<'_>> = body.named_children(&mut cursor).filter(|n| n.kind() != "comment").collect();
     let first = *statements.first()?;
-    let string = first.named_child(0).filter(|s| first.kind() == "expression_statement" && s.kind() == "string")?;
-    if first.named_child_count() != 1 {
-        return None;
-    }
+    // The grammar marks `expression_statement` a supertype: a statement that is only a string is the
+    // `string` node itself.
+    let string = Some(first).filter(|s| s.kind() == "string")?;
     let (start, end) = (string.start_position(), string.end_position());
     let line_start = text[..string.start_byte()].rfind('\n').map_or(0, |i| i + 1);
     let before = &text[line_start..string.start_byte()];
