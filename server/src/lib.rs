@@ -12,6 +12,7 @@ pub mod eval;
 pub mod goflag;
 pub mod http;
 pub mod index_config;
+pub mod limits;
 pub mod local;
 pub mod nav;
 pub mod protocol;

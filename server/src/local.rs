@@ -448,7 +448,7 @@ pub async fn search(
     reranker: Option<Arc<dyn Reranker>>,
 ) -> Result<(String, bool), LocalError> {
     let engine = engine_with(store_dir, reranker)?;
-    let outcome = crate::tool::call(&engine, args, &CallContext::default()).await;
+    let outcome = crate::tool::call(&engine, args, &CallContext::default(), &rr_core::ArgLimits::default()).await;
     Ok((outcome.text, outcome.is_error))
 }
 

@@ -2,7 +2,7 @@
 
 use rr_core::federated::skipped_line;
 use rr_core::render::render;
-use rr_core::{CallContext, SearchArgs, SearchEngine, SearchOutcome};
+use rr_core::{ArgLimits, CallContext, SearchArgs, SearchEngine, SearchOutcome};
 use serde::Serialize;
 
 pub const TOOL_NAME: &str = "search";
@@ -64,10 +64,11 @@ pub fn input_schema_ordered() -> [(&'static str, &'static str, &'static str); 4]
 }
 
 /// Runs one `search` call. Never fails: every problem becomes a tool error
-/// whose text is the contract's message.
-pub async fn call(engine: &SearchEngine, args: SearchArgs, ctx: &CallContext) -> ToolOutcome {
+/// whose text is the contract's message. The arguments are held to `limits`
+/// after the reference's checks.
+pub async fn call(engine: &SearchEngine, args: SearchArgs, ctx: &CallContext, limits: &ArgLimits) -> ToolOutcome {
     let mut log = ToolLog { tool: TOOL_NAME.into(), parameters: args.normalized(), ..Default::default() };
-    let request = match args.validate() {
+    let request = match args.validate_within(limits) {
         Ok(r) => r,
         Err(e) => {
             let text = e.to_string();
