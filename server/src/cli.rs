@@ -350,7 +350,8 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 limits.max_query_bytes = usize::try_from(max).unwrap_or(usize::MAX);
             }
             let mut service = crate::protocol::McpService::new(engine, crate::app::NAME, crate::app::version_line())
-                .with_limits(limits);
+                .with_limits(limits)
+                .with_error_text(crate::tool::ErrorText::Summary);
             if args.tools == "all" {
                 let mut config = crate::nav::NavConfig::default();
                 config.allow_loopback_git |= args.allow_loopback_git;

@@ -186,6 +186,7 @@ pub struct McpService {
     nav: Option<Arc<NavService>>,
     rate_limit: Option<RateLimiter>,
     limits: ArgLimits,
+    errors: tool::ErrorText,
 }
 
 impl McpService {
@@ -199,7 +200,14 @@ impl McpService {
             nav: None,
             rate_limit: None,
             limits: ArgLimits::default(),
+            errors: tool::ErrorText::Reference,
         }
+    }
+
+    /// How failed searches read (the reference's wording by default).
+    pub fn with_error_text(mut self, errors: tool::ErrorText) -> Self {
+        self.errors = errors;
+        self
     }
 
     /// Caps on the `search` arguments (see [`ArgLimits`]).
@@ -340,7 +348,7 @@ impl McpService {
             Ok(args) => args,
             Err(text) => return Reply { frame: result_frame(id, &call_result(&text, true)), tool_log: None },
         };
-        let outcome = tool::call(&self.engine, args, ctx, &self.limits).await;
+        let outcome = tool::call_with(&self.engine, args, ctx, &self.limits, self.errors).await;
         Reply { frame: result_frame(id, &call_result(&outcome.text, outcome.is_error)), tool_log: Some(outcome.log) }
     }
 }
