@@ -251,6 +251,17 @@ async fn issue12_every_argument_cap_over_stdio() {
     tally.tried += 1;
     tally.allowed += 1;
     assert_short(answer["error"]["message"].as_str().unwrap(), &big(2000));
+    // A frame over the stdio cap is skipped as it streams by; the session goes on.
+    tally.tried += 1;
+    tally.refused += 1;
+    s.send_line(&big(repo_retriever::stdio::MAX_FRAME_BYTES + 1)).await;
+    let pong = s.request("ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}));
+    let refusal = format!(
+        r#"{{"jsonrpc":"2.0","error":{{"code":-32700,"message":"request too large: a frame may be at most {} bytes"}}}}"#,
+        repo_retriever::stdio::MAX_FRAME_BYTES
+    );
+    assert!(s.stdout_lines().contains(&refusal), "{:?}", s.stdout_lines().last());
     tally.print("argument caps");
 
     let rss_end = proc_status_kb(pid, "VmRSS:");
