@@ -13,12 +13,27 @@ use std::fmt;
 pub struct BackendError {
     backend: String,
     source: Box<dyn StdError + Send + Sync>,
+    summary: Option<String>,
 }
 
 impl BackendError {
     /// Wraps any error of the backend called `backend`.
     pub fn new(backend: impl Into<String>, source: impl Into<Box<dyn StdError + Send + Sync>>) -> Self {
-        Self { backend: backend.into(), source: source.into() }
+        Self { backend: backend.into(), source: source.into(), summary: None }
+    }
+
+    /// Sets what a client outside the drop-in is shown instead of the full
+    /// text: the operation and what failed, without URLs or the backend's
+    /// reply (which a backend's full text may quote).
+    pub fn with_summary(mut self, summary: impl Into<String>) -> Self {
+        self.summary = Some(summary.into());
+        self
+    }
+
+    /// The client-safe text: the summary when the backend gave one, else
+    /// the full text.
+    pub fn summary(&self) -> String {
+        self.summary.clone().unwrap_or_else(|| self.source.to_string())
     }
 
     /// The `name()` of the backend that failed, for logs.
@@ -68,9 +83,26 @@ pub enum SearchError {
 }
 
 impl SearchError {
-    /// The text of the tool error a client sees.
+    /// The text of the tool error a client of the drop-in sees: the
+    /// reference's wording, which quotes a failed request's URL and the
+    /// backend's reply (redacted and cut).
     pub fn client_message(&self) -> String {
         format!("repository content search failed: {self}")
+    }
+
+    /// The error's text without URLs or backend replies: a backend failure
+    /// reads as its summary and names the backend.
+    pub fn summary(&self) -> String {
+        match self {
+            SearchError::Backend(b) => format!("{} (backend `{}`)", b.summary(), b.backend()),
+            other => other.to_string(),
+        }
+    }
+
+    /// The tool error outside the drop-in: [`SearchError::summary`] after
+    /// the fixed prefix; the full text goes to the debug log only.
+    pub fn summary_message(&self) -> String {
+        format!("repository content search failed: {}", self.summary())
     }
 }
 
@@ -87,6 +119,21 @@ mod tests {
         );
         let req = SearchError::RerankRequestTooLarge { size: 2048, max: 2000 };
         assert_eq!(req.to_string(), "reranking request is 2048 bytes, exceeding rerank-max-request-bytes of 2000");
+    }
+
+    #[test]
+    fn summaries_name_the_backend_and_leave_the_detail_out() {
+        let err = SearchError::from(
+            BackendError::new("chroma", "Chroma query failed with HTTP 500: body")
+                .with_summary("Chroma query failed with HTTP 500"),
+        );
+        assert_eq!(err.client_message(), "repository content search failed: Chroma query failed with HTTP 500: body");
+        assert_eq!(
+            err.summary_message(),
+            "repository content search failed: Chroma query failed with HTTP 500 (backend `chroma`)"
+        );
+        let plain = SearchError::from(BackendError::new("hash", "hash embedding failed: x"));
+        assert_eq!(plain.summary(), "hash embedding failed: x (backend `hash`)");
     }
 
     #[test]

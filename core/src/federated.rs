@@ -211,13 +211,24 @@ impl FederatedEngine {
             async move {
                 let embedding = match embedding {
                     Ok(e) => e.clone(),
-                    Err(e) => return Err(StoreFailure::Failed(e.to_string())),
+                    Err(e) => {
+                        tracing::debug!(store = %store.name, error = %e, "embedding failed");
+                        // The line names the store already.
+                        return Err(StoreFailure::Failed(e.summary()));
+                    }
                 };
                 match tokio::time::timeout(store.timeout, self.query_store(store, request, embedding, n_results, ctx))
                     .await
                 {
                     Ok(Ok(candidates)) => Ok(candidates),
-                    Ok(Err(e)) => Err(StoreFailure::Failed(e.to_string())),
+                    Ok(Err(e)) => {
+                        tracing::debug!(store = %store.name, error = %e, "store failed");
+                        let reason = match &e {
+                            SearchError::Backend(b) => b.summary(),
+                            other => other.to_string(),
+                        };
+                        Err(StoreFailure::Failed(reason))
+                    }
                     Err(_) => Err(StoreFailure::Timeout(store.timeout)),
                 }
             }

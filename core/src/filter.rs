@@ -113,6 +113,54 @@ impl PathGlob {
     }
 }
 
+/// What one wildcard (`?`, a run of `*`, `**/`) costs in [`PathGlob::cost`]:
+/// a little less than its compiled size measured against a literal byte
+/// (31 to 36 with `regex` 1.13), so the estimate never overstates.
+pub const WILDCARD_COST: usize = 30;
+
+/// The largest [`PathGlob::cost`] a default cap lets through. The compiled
+/// size limit of the Rust `regex` crate (10 MiB, the default Chroma keeps) is
+/// reached at 327,628 literal bytes after the `Source:` prefix; a pattern
+/// over this cost is certain to be refused by Chroma (HTTP 500) and by the
+/// embedded store's matcher alike.
+pub const MAX_PATH_COST: usize = 340_000;
+
+impl PathGlob {
+    /// A lower bound of the compiled size of the pattern's regular
+    /// expression, in literal bytes: one per literal byte and
+    /// [`WILDCARD_COST`] per wildcard, scanned as [`translate`] scans, in
+    /// linear time and without allocating (the pattern may be megabytes).
+    pub fn cost(pattern: &str) -> usize {
+        let bytes = pattern.as_bytes();
+        let mut cost = 0usize;
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'*' => {
+                    if bytes[i..].starts_with(b"**/") {
+                        i += 3;
+                    } else {
+                        while i < bytes.len() && bytes[i] == b'*' {
+                            i += 1;
+                        }
+                    }
+                    cost += WILDCARD_COST;
+                }
+                b'?' => {
+                    // One character, however many bytes follow.
+                    i += 1;
+                    cost += WILDCARD_COST;
+                }
+                _ => {
+                    i += 1;
+                    cost += 1;
+                }
+            }
+        }
+        cost
+    }
+}
+
 fn translate(pattern: &str) -> String {
     let chars: Vec<char> = pattern.chars().collect();
     let mut out = String::with_capacity(pattern.len() * 2);
@@ -209,5 +257,37 @@ mod tests {
         assert!(PathGlob::new("internal/config/config.g?").unwrap().matches_document(doc));
         assert!(!PathGlob::new("internal/config/config.?").unwrap().matches_document(doc));
         assert_eq!(PathGlob::new("**/*.go").unwrap().path_regex(), r"^(?:.*/)?.*\.go$");
+    }
+
+    #[test]
+    fn cost_counts_literal_bytes_and_wildcards() {
+        assert_eq!(PathGlob::cost(""), 0);
+        assert_eq!(PathGlob::cost("docs/café.md"), 13);
+        assert_eq!(PathGlob::cost("**/*.go"), 2 * WILDCARD_COST + 3);
+        assert_eq!(PathGlob::cost("a?b"), 2 + WILDCARD_COST);
+        // A run of stars is one `.*`, whatever its length.
+        assert_eq!(PathGlob::cost(&"*".repeat(4_000_000)), WILDCARD_COST);
+    }
+
+    /// The estimate never overstates: every pattern it refuses is one the
+    /// regex crate (Chroma's) refuses to compile, and the widest literal the
+    /// crate accepts is under the cap.
+    #[test]
+    fn patterns_over_the_cost_cap_do_not_compile() {
+        let refused = [
+            "a".repeat(MAX_PATH_COST + 1),
+            "é".repeat(MAX_PATH_COST / 2 + 1),
+            "**/".repeat(MAX_PATH_COST / WILDCARD_COST + 1),
+            "a*".repeat(MAX_PATH_COST / (WILDCARD_COST + 1) + 1),
+            "?".repeat(MAX_PATH_COST / WILDCARD_COST + 1),
+        ];
+        for p in refused {
+            assert!(PathGlob::cost(&p) > MAX_PATH_COST);
+            let glob = PathGlob::new(&p).unwrap();
+            assert!(Regex::new(glob.document_regex()).is_err(), "{} bytes compiled", p.len());
+        }
+        let widest = "a".repeat(327_628);
+        assert!(PathGlob::cost(&widest) <= MAX_PATH_COST);
+        assert!(Regex::new(PathGlob::new(&widest).unwrap().document_regex()).is_ok());
     }
 }

@@ -28,6 +28,6 @@ pub use filter::{PathGlob, SearchFilter};
 pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome, SkippedStore};
 pub use record::{Candidate, Chunk, Metadata};
 pub use registry::{FactoryContext, FactoryError, PluginKind, Registry, RegistryError};
-pub use request::{SearchArgs, SearchRequest, ValidationError};
+pub use request::{ArgLimits, SearchArgs, SearchRequest, ValidationError};
 pub use rerank::{EmptyChain, RerankChain};
 pub use traits::{CallContext, EmbeddedChunk, Embedder, IndexStore, Reranker, VectorQuery, VectorStore};

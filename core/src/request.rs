@@ -41,8 +41,16 @@ impl SearchArgs {
         }
     }
 
-    /// Validates in the contract's order.
+    /// Validates in the contract's order, with the default [`ArgLimits`].
     pub fn validate(&self) -> Result<SearchRequest, ValidationError> {
+        self.validate_within(&ArgLimits::default())
+    }
+
+    /// Validates in the contract's order, then holds the arguments to
+    /// `limits`. The reference's checks always come first, so a call it
+    /// refuses gets its message; the caps only speak for calls it would
+    /// have passed on.
+    pub fn validate_within(&self, limits: &ArgLimits) -> Result<SearchRequest, ValidationError> {
         let n = self.normalized();
         if n.query.is_empty() {
             return Err(ValidationError::EmptyQuery);
@@ -57,6 +65,7 @@ impl SearchArgs {
         if path.as_ref().is_some_and(|glob| glob.pattern().contains(['\r', '\n'])) {
             return Err(ValidationError::PathLineBreak);
         }
+        limits.check(&n.query, &n.source, path)?;
         Ok(SearchRequest {
             query: n.query,
             limit: n.limit as usize,
@@ -101,6 +110,52 @@ pub struct SearchRequest {
     pub source: String,
 }
 
+/// Caps on the `search` arguments, checked after the reference's own
+/// checks. Each default is at or beyond what the reference server could
+/// answer: the MCP HTTP transport refuses bodies over 4 MiB
+/// ([`MAX_ARGUMENT_BYTES`]), so no call it accepts is refused by the query or
+/// source cap, and a path is refused only when the regular expression it
+/// becomes is certain to be over the compiled-size limit of the Rust `regex`
+/// crate, which Chroma applies too (it answers HTTP 500 to such a query).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArgLimits {
+    /// Bytes of the trimmed `query`.
+    pub max_query_bytes: usize,
+    /// Bytes of the trimmed `source`.
+    pub max_source_bytes: usize,
+    /// The estimated compiled size of the path's regular expression, in
+    /// units of one literal byte (see [`PathGlob::cost`]).
+    pub max_path_cost: usize,
+}
+
+/// The largest string argument a default cap lets through.
+pub const MAX_ARGUMENT_BYTES: usize = 4 << 20;
+
+impl Default for ArgLimits {
+    fn default() -> Self {
+        ArgLimits {
+            max_query_bytes: MAX_ARGUMENT_BYTES,
+            max_source_bytes: MAX_ARGUMENT_BYTES,
+            max_path_cost: crate::filter::MAX_PATH_COST,
+        }
+    }
+}
+
+impl ArgLimits {
+    fn check(&self, query: &str, source: &str, path: &str) -> Result<(), ValidationError> {
+        if query.len() > self.max_query_bytes {
+            return Err(ValidationError::QueryTooLong { max: self.max_query_bytes });
+        }
+        if source.len() > self.max_source_bytes {
+            return Err(ValidationError::SourceTooLong { max: self.max_source_bytes });
+        }
+        if PathGlob::cost(path) > self.max_path_cost {
+            return Err(ValidationError::PathTooComplex { max: self.max_path_cost });
+        }
+        Ok(())
+    }
+}
+
 /// Why a `search` call was refused before any backend was asked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationError {
@@ -114,6 +169,16 @@ pub enum ValidationError {
     BadSource,
     #[error("path must not contain line breaks")]
     PathLineBreak,
+    /// Not a reference check: see [`ArgLimits`].
+    #[error("query is too long: at most {max} bytes")]
+    QueryTooLong { max: usize },
+    #[error("source is too long: at most {max} bytes")]
+    SourceTooLong { max: usize },
+    #[error(
+        "path is too complex: its pattern would exceed {max} units (one per literal byte, {wild} per wildcard), past the regular-expression size limit of the store",
+        wild = crate::filter::WILDCARD_COST
+    )]
+    PathTooComplex { max: usize },
 }
 
 #[cfg(test)]
@@ -174,6 +239,27 @@ mod tests {
         assert_eq!(pattern("//").as_deref(), Some("/"));
         assert_eq!(pattern("/\n"), None);
         assert_eq!(err(args("q", "", "//a\nb", 0)), "path must not contain line breaks");
+    }
+
+    /// Issue 12: every argument has a cap, checked after the reference's
+    /// checks, naming the argument and the cap, never quoting the input.
+    #[test]
+    fn issue12_caps_come_after_the_reference_checks() {
+        let limits = ArgLimits { max_query_bytes: 8, max_source_bytes: 5, max_path_cost: 40 };
+        let check = |a: SearchArgs| a.validate_within(&limits).map(|_| ()).map_err(|e| e.to_string());
+        assert_eq!(check(args("123456789", "", "", 0)), Err("query is too long: at most 8 bytes".into()));
+        assert_eq!(check(args(" 12345678 ", "", "", 0)), Ok(()), "the cap applies to the trimmed query");
+        // The reference's own messages win.
+        assert_eq!(check(args("123456789", "", "", 99)), Err("limit must be between 1 and 20".into()));
+        assert_eq!(check(args("q", "abc/defg", "", 0)), Err("source is too long: at most 5 bytes".into()));
+        assert_eq!(check(args("q", "abcdefg", "", 0)), Err(ValidationError::BadSource.to_string()));
+        assert_eq!(check(args("q", "", "a?b?", 0)), Err("path is too complex: its pattern would exceed 40 units (one per literal byte, 30 per wildcard), past the regular-expression size limit of the store".into()));
+        assert_eq!(check(args("q", "", "a?\nb?b?", 0)), Err("path must not contain line breaks".into()));
+        assert_eq!(check(args("q", "", "a?", 0)), Ok(()));
+        assert_eq!(check(args("q", "", &"*".repeat(10_000), 0)), Ok(()), "a run of stars is one wildcard");
+        let huge = "x".repeat(MAX_ARGUMENT_BYTES + 1);
+        let text = args(&huge, "", "", 0).validate().unwrap_err().to_string();
+        assert_eq!(text, "query is too long: at most 4194304 bytes");
     }
 
     #[test]

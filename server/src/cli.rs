@@ -190,6 +190,9 @@ pub struct ServeCmd {
     /// Tool calls per minute per client address over HTTP (0: unlimited).
     #[arg(long, default_value_t = crate::nav::ratelimit::DEFAULT_PER_MINUTE)]
     pub rate_limit: u32,
+    /// Largest `search` query in bytes (default 4 MiB, the HTTP body cap).
+    #[arg(long, env = crate::limits::ENV_MAX_QUERY_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_query_bytes: Option<u64>,
     /// Let add_repository fetch from loopback addresses (tests only; also REPO_RETRIEVER_ALLOW_LOOPBACK_GIT=1).
     #[arg(long)]
     pub allow_loopback_git: bool,
@@ -351,7 +354,13 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                     crate::local::engine_with(&args.store.dir(), args.rerank.reranker()?).map_err(|e| e.to_string())?
                 }
             };
-            let mut service = crate::protocol::McpService::new(engine, crate::app::NAME, crate::app::version_line());
+            let mut limits = rr_core::ArgLimits::default();
+            if let Some(max) = args.max_query_bytes {
+                limits.max_query_bytes = usize::try_from(max).unwrap_or(usize::MAX);
+            }
+            let mut service = crate::protocol::McpService::new(engine, crate::app::NAME, crate::app::version_line())
+                .with_limits(limits)
+                .with_error_text(crate::tool::ErrorText::Summary);
             if args.tools == "all" {
                 let mut config = crate::nav::NavConfig::default();
                 config.allow_loopback_git |= args.allow_loopback_git;

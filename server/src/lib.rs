@@ -11,6 +11,7 @@ pub mod config;
 pub mod eval;
 pub mod http;
 pub mod index_config;
+pub mod limits;
 pub mod local;
 pub mod nav;
 pub mod protocol;

@@ -470,7 +470,14 @@ pub async fn search(
     reranker: Option<Arc<dyn Reranker>>,
 ) -> Result<(String, bool), LocalError> {
     let engine = engine_with(store_dir, reranker)?;
-    let outcome = crate::tool::call(&engine, args, &CallContext::default()).await;
+    let outcome = crate::tool::call_with(
+        &engine,
+        args,
+        &CallContext::default(),
+        &rr_core::ArgLimits::default(),
+        crate::tool::ErrorText::Summary,
+    )
+    .await;
     Ok((outcome.text, outcome.is_error))
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use repo_retriever::config::{self, Invocation};
 use repo_retriever::protocol::McpService;
-use repo_retriever::{app, cli, http, stdio};
+use repo_retriever::{app, cli, http, limits, stdio};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -49,7 +49,8 @@ fn main() -> ExitCode {
 
 async fn run(config: config::Config) -> Result<(), String> {
     let engine = app::build_engine(&config).map_err(|e| e.to_string())?;
-    let service = Arc::new(McpService::new(engine, app::NAME, app::version_line()));
+    let limits = limits::search_limits(&|name| std::env::var(name).ok())?;
+    let service = Arc::new(McpService::new(engine, app::NAME, app::version_line()).with_limits(limits));
     if config.http_addr.is_empty() {
         return stdio::serve(service).await.map_err(|e| format!("stdio MCP server terminated: {e}"));
     }

@@ -12,7 +12,7 @@
 
 use std::fmt::Write as _;
 
-use rr_core::{CallContext, SearchArgs, SearchEngine};
+use rr_core::{ArgLimits, CallContext, SearchArgs, SearchEngine};
 use serde_json::{Map, Value};
 
 use std::net::IpAddr;
@@ -206,6 +206,8 @@ pub struct McpService {
     tools_list: String,
     nav: Option<Arc<NavService>>,
     rate_limit: Option<RateLimiter>,
+    limits: ArgLimits,
+    errors: tool::ErrorText,
 }
 
 impl McpService {
@@ -218,7 +220,21 @@ impl McpService {
             tools_list: tools_list_result(),
             nav: None,
             rate_limit: None,
+            limits: ArgLimits::default(),
+            errors: tool::ErrorText::Reference,
         }
+    }
+
+    /// How failed searches read (the reference's wording by default).
+    pub fn with_error_text(mut self, errors: tool::ErrorText) -> Self {
+        self.errors = errors;
+        self
+    }
+
+    /// Caps on the `search` arguments (see [`ArgLimits`]).
+    pub fn with_limits(mut self, limits: ArgLimits) -> Self {
+        self.limits = limits;
+        self
     }
 
     /// Adds the navigation tools and resources (`tools/list` then shows
@@ -355,7 +371,7 @@ impl McpService {
             Ok(args) => args,
             Err(text) => return Reply { frame: result_frame(id, &call_result(&text, true)), tool_log: None },
         };
-        let outcome = tool::call(&self.engine, args, ctx).await;
+        let outcome = tool::call_with(&self.engine, args, ctx, &self.limits, self.errors).await;
         Reply { frame: result_frame(id, &call_result(&outcome.text, outcome.is_error)), tool_log: Some(outcome.log) }
     }
 }
@@ -461,16 +477,24 @@ pub fn validate_arguments(arguments: Option<&Value>) -> Result<SearchArgs, Strin
         {
             return Err(wrap(format!(
                 "validating /properties/{name}: type: {} has type {}, want {}",
-                go_value(value),
+                crate::limits::shown(&go_value(value)),
                 go_quote(schema_type_of(value)),
                 go_quote(kind)
             )));
         }
     }
     let known: Vec<&str> = tool::input_schema_ordered().iter().map(|(n, _, _)| *n).collect();
-    let extra: Vec<String> = obj.keys().filter(|k| !known.contains(&k.as_str())).map(|k| go_quote(k)).collect();
+    // Names are quoted as the reference quotes them; a long one is cut and a
+    // long list ends after ten, so the message stays short whatever was sent.
+    let extra: Vec<String> =
+        obj.keys().filter(|k| !known.contains(&k.as_str())).map(|k| go_quote(&crate::limits::shown(k))).collect();
     if !extra.is_empty() {
-        return Err(wrap(format!("unexpected additional properties [{}]", extra.join(" "))));
+        let more = extra.len().saturating_sub(10);
+        let mut list = extra[..extra.len().min(10)].join(" ");
+        if more > 0 {
+            list.push_str(&format!(" and {more} more"));
+        }
+        return Err(wrap(format!("unexpected additional properties [{list}]")));
     }
     if !obj.contains_key("query") {
         return Err(wrap("required: missing properties: [\"query\"]".into()));

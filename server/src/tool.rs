@@ -2,7 +2,7 @@
 
 use rr_core::federated::skipped_line;
 use rr_core::render::render;
-use rr_core::{CallContext, SearchArgs, SearchEngine, SearchOutcome};
+use rr_core::{ArgLimits, CallContext, SearchArgs, SearchEngine, SearchOutcome};
 use serde::Serialize;
 
 pub const TOOL_NAME: &str = "search";
@@ -64,10 +64,33 @@ pub fn input_schema_ordered() -> [(&'static str, &'static str, &'static str); 4]
 }
 
 /// Runs one `search` call. Never fails: every problem becomes a tool error
-/// whose text is the contract's message.
-pub async fn call(engine: &SearchEngine, args: SearchArgs, ctx: &CallContext) -> ToolOutcome {
+/// whose text is the contract's message. The arguments are held to `limits`
+/// after the reference's checks.
+pub async fn call(engine: &SearchEngine, args: SearchArgs, ctx: &CallContext, limits: &ArgLimits) -> ToolOutcome {
+    call_with(engine, args, ctx, limits, ErrorText::Reference).await
+}
+
+/// How a failed search reads to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorText {
+    /// The reference's wording (the drop-in): a status error quotes the
+    /// backend's reply, a transport error the URL.
+    Reference,
+    /// The operation, what failed and the backend's name; URLs and replies
+    /// go to the debug log only (every `serve` mode).
+    Summary,
+}
+
+/// [`call`], with the error wording chosen.
+pub async fn call_with(
+    engine: &SearchEngine,
+    args: SearchArgs,
+    ctx: &CallContext,
+    limits: &ArgLimits,
+    errors: ErrorText,
+) -> ToolOutcome {
     let mut log = ToolLog { tool: TOOL_NAME.into(), parameters: args.normalized(), ..Default::default() };
-    let request = match args.validate() {
+    let request = match args.validate_within(limits) {
         Ok(r) => r,
         Err(e) => {
             let text = e.to_string();
@@ -95,7 +118,10 @@ pub async fn call(engine: &SearchEngine, args: SearchArgs, ctx: &CallContext) ->
         }
         Err(e) => {
             tracing::debug!(error = %e, "search failed");
-            let text = e.client_message();
+            let text = match errors {
+                ErrorText::Reference => e.client_message(),
+                ErrorText::Summary => e.summary_message(),
+            };
             log.outcome = "error";
             // The backend's text may quote a response body: keep it out of logs.
             log.error = "repository content search failed".into();

@@ -43,6 +43,7 @@
 mod index;
 mod read;
 mod registry;
+mod reply;
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -106,6 +107,16 @@ pub enum ChromaError {
     NoCreatedCollectionId,
 }
 
+impl ChromaError {
+    /// The error without URLs or Chroma's reply text (see [`HttpError::summary`]).
+    pub fn summary(&self) -> String {
+        match self {
+            ChromaError::Http(e) => e.summary(),
+            other => other.to_string(),
+        }
+    }
+}
+
 /// A Chroma collection searched through the v2 API.
 pub struct ChromaStore {
     http: HttpClient,
@@ -157,31 +168,52 @@ struct QueryResponse {
     #[serde(default, deserialize_with = "null_as_default")]
     documents: Vec<Option<Vec<Option<String>>>>,
     #[serde(default, deserialize_with = "null_as_default")]
-    metadatas: Vec<Option<Vec<Metadata>>>,
+    metadatas: Vec<Option<Vec<Value>>>,
     #[serde(default, deserialize_with = "null_as_default")]
     distances: Vec<Option<Vec<Option<f64>>>>,
 }
 
 impl QueryResponse {
-    /// Candidates in Chroma's order (closest first). The ids of the first
-    /// list decide how many there are; a missing or `null` document, metadata
-    /// or distance reads as empty.
-    fn into_candidates(self) -> Vec<Candidate> {
-        fn first<T>(lists: Vec<Option<Vec<T>>>) -> Vec<T> {
-            lists.into_iter().next().flatten().unwrap_or_default()
+    /// Candidates in Chroma's order (closest first). The reply must hold one
+    /// list per field (one query embedding was sent, and all three fields
+    /// were asked for), all as long as the ids; a `null` document or distance
+    /// inside a list reads as empty, as does a `null` metadata (a record
+    /// written without one).
+    fn into_candidates(self) -> Result<Vec<Candidate>, HttpError> {
+        fn only<T>(name: &str, lists: Vec<Option<Vec<T>>>) -> Result<Vec<T>, HttpError> {
+            let count = lists.len();
+            match <[Option<Vec<T>>; 1]>::try_from(lists) {
+                Ok([Some(list)]) => Ok(list),
+                Ok([None]) => Err(reply::malformed(QUERY_OPERATION, format!("`{name}` holds null instead of a list"))),
+                Err(_) => Err(reply::malformed(
+                    QUERY_OPERATION,
+                    format!("`{name}` holds {count} lists for 1 query embedding"),
+                )),
+            }
         }
-        let ids = first(self.ids);
-        let mut documents = first(self.documents).into_iter();
-        let mut metadatas = first(self.metadatas).into_iter();
-        let mut distances = first(self.distances).into_iter();
+        let ids = only("ids", self.ids)?;
+        let documents = only("documents", self.documents)?;
+        let metadatas = only("metadatas", self.metadatas)?;
+        let distances = only("distances", self.distances)?;
+        reply::same_lengths(
+            QUERY_OPERATION,
+            ids.len(),
+            &[("documents", documents.len()), ("metadatas", metadatas.len()), ("distances", distances.len())],
+        )?;
         ids.into_iter()
-            .map(|id| Candidate {
-                chunk: Chunk {
-                    id: id.unwrap_or_default(),
-                    document: documents.next().flatten().unwrap_or_default(),
-                    metadata: metadatas.next().unwrap_or_default(),
-                },
-                distance: distances.next().flatten(),
+            .zip(documents)
+            .zip(metadatas)
+            .zip(distances)
+            .enumerate()
+            .map(|(i, (((id, document), metadata), distance))| {
+                Ok(Candidate {
+                    chunk: Chunk {
+                        id: id.unwrap_or_default(),
+                        document: document.unwrap_or_default(),
+                        metadata: reply::metadata(QUERY_OPERATION, i, metadata)?,
+                    },
+                    distance,
+                })
             })
             .collect()
     }
@@ -288,7 +320,7 @@ impl ChromaStore {
         };
         let response: QueryResponse =
             self.http.post_json(QUERY_OPERATION, &self.query_url(id), &body, self.authorization(ctx)).await?;
-        Ok(response.into_candidates())
+        Ok(response.into_candidates()?)
     }
 
     /// Runs `query`, resolving (or reusing) the collection id as the crate
@@ -320,14 +352,17 @@ impl VectorStore for ChromaStore {
     }
 
     async fn query(&self, query: &VectorQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError> {
-        self.search(query, ctx).await.map_err(|e| BackendError::new(STORE_NAME, e))
+        self.search(query, ctx).await.map_err(|e| {
+            let summary = e.summary();
+            BackendError::new(STORE_NAME, e).with_summary(summary)
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rr_core::PathGlob;
+    use rr_core::{Metadata, PathGlob};
 
     fn filter(org: &str, repo: &str, branch: &str, path: &str) -> SearchFilter {
         SearchFilter {
@@ -353,14 +388,18 @@ mod tests {
         );
     }
 
+    fn candidates(body: &str) -> Result<Vec<Candidate>, String> {
+        let response: QueryResponse = json::decode(body.as_bytes()).map_err(|e| e.to_string())?;
+        response.into_candidates().map_err(|e| e.to_string())
+    }
+
     #[test]
-    fn responses_tolerate_nulls_and_short_lists() {
-        let response: QueryResponse = json::decode(
-            br#"{"ids":[["a","b",null]],"documents":[["doc a",null]],"metadatas":[[{"path":"x.go","start_line":3},null]],
-                "distances":[[0.25]],"embeddings":null,"included":["documents"]}"#,
+    fn responses_tolerate_nulls_inside_the_lists() {
+        let c = candidates(
+            r#"{"ids":[["a","b",null]],"documents":[["doc a",null,"c"]],"metadatas":[[{"path":"x.go","start_line":3},null,{}]],
+                "distances":[[0.25,null,0.5]],"embeddings":null,"included":["documents"]}"#,
         )
         .unwrap();
-        let c = response.into_candidates();
         assert_eq!(c.len(), 3);
         assert_eq!((c[0].chunk.id.as_str(), c[0].chunk.document.as_str()), ("a", "doc a"));
         assert_eq!((c[0].chunk.metadata.path.as_str(), c[0].chunk.metadata.start_line), ("x.go", 3));
@@ -368,10 +407,47 @@ mod tests {
         assert_eq!((c[1].chunk.document.as_str(), c[1].distance), ("", None));
         assert_eq!(c[1].chunk.metadata, Metadata::default());
         assert_eq!(c[2].chunk.id, "");
-        let empty: QueryResponse = json::decode(br#"{"ids":[null]}"#).unwrap();
-        assert!(empty.into_candidates().is_empty());
-        let empty: QueryResponse = json::decode(b"{}").unwrap();
-        assert!(empty.into_candidates().is_empty());
+        let empty = r#"{"ids":[[]],"documents":[[]],"metadatas":[[]],"distances":[[]]}"#;
+        assert!(candidates(empty).unwrap().is_empty());
+    }
+
+    /// Issue 12: the malformed-reply table. Each reply a lenient reader
+    /// turned into "no results" or a `/@` result is an error naming what
+    /// was wrong.
+    #[test]
+    fn issue12_malformed_replies_are_errors() {
+        let prefix = "Chroma query returned a malformed reply: ";
+        let table = [
+            ("{}", "`ids` holds 0 lists for 1 query embedding"),
+            ("null", "`ids` holds 0 lists for 1 query embedding"),
+            (r#"{"ids":[null]}"#, "`ids` holds null instead of a list"),
+            (r#"{"ids":[["a"]]}"#, "`documents` holds 0 lists for 1 query embedding"),
+            (
+                r#"{"ids":[["a"],["b"]],"documents":[["d"]],"metadatas":[[{}]],"distances":[[1]]}"#,
+                "`ids` holds 2 lists for 1 query embedding",
+            ),
+            (
+                r#"{"ids":[["a","b"]],"documents":[["d"]],"metadatas":[[{},{}]],"distances":[[1,2]]}"#,
+                "2 ids but 1 documents",
+            ),
+            (r#"{"ids":[["a"]],"documents":[["d"]],"metadatas":[[]],"distances":[[1]]}"#, "1 ids but 0 metadatas"),
+            (r#"{"ids":[["a"]],"documents":[["d"]],"metadatas":[[{}]],"distances":[[1,2]]}"#, "1 ids but 2 distances"),
+            (
+                r#"{"ids":[["a"]],"documents":[["d"]],"metadatas":[["x"]],"distances":[[1]]}"#,
+                "metadata 0 is a string, not an object",
+            ),
+            (
+                r#"{"ids":[["a"]],"documents":[["d"]],"metadatas":[[{"organization":1,"repository":[],"branch":{}}]],"distances":[[1]]}"#,
+                "metadata 0 field `organization` is a number, not a string",
+            ),
+            (
+                r#"{"ids":[["a","b"]],"documents":[["d","e"]],"metadatas":[[{},{"end_line":true}]],"distances":[[1,2]]}"#,
+                "metadata 1 field `end_line` is a boolean, not a number",
+            ),
+        ];
+        for (body, detail) in table {
+            assert_eq!(candidates(body).unwrap_err(), format!("{prefix}{detail}"), "{body}");
+        }
     }
 
     #[test]

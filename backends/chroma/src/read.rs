@@ -13,8 +13,9 @@ use rr_core::Chunk;
 use rr_core::Metadata;
 use rr_http::json::null_as_default;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use crate::{ChromaError, ChromaStore};
+use crate::{ChromaError, ChromaStore, reply};
 
 /// The operation name of a page of a whole-collection read.
 pub const READ_OPERATION: &str = "Chroma collection read";
@@ -33,7 +34,7 @@ struct ReadResponse {
     #[serde(default, deserialize_with = "null_as_default")]
     documents: Vec<Option<String>>,
     #[serde(default, deserialize_with = "null_as_default")]
-    metadatas: Vec<Option<Metadata>>,
+    metadatas: Vec<Value>,
 }
 
 impl ChromaStore {
@@ -44,21 +45,26 @@ impl ChromaStore {
     }
 
     /// Every record of the collection with its document and metadata (a
-    /// missing one reads as empty), in Chroma's order; `None` when the
-    /// collection does not exist.
+    /// `null` one reads as empty), in Chroma's order; `None` when the
+    /// collection does not exist. A page whose lists do not line up, or
+    /// whose metadata has the wrong types, is an error (see `reply`).
     pub async fn all_records(&self) -> Result<Option<Vec<Chunk>>, ChromaError> {
         let Some(pages) = self.read_all(&["documents", "metadatas"]).await? else {
             return Ok(None);
         };
         let mut out = Vec::new();
         for page in pages {
-            let mut documents = page.documents.into_iter();
-            let mut metadatas = page.metadatas.into_iter();
-            out.extend(page.ids.into_iter().map(|id| Chunk {
-                id,
-                document: documents.next().flatten().unwrap_or_default(),
-                metadata: metadatas.next().flatten().unwrap_or_default(),
-            }));
+            reply::same_lengths(
+                READ_OPERATION,
+                page.ids.len(),
+                &[("documents", page.documents.len()), ("metadatas", page.metadatas.len())],
+            )?;
+            for (i, ((id, document), metadata)) in
+                page.ids.into_iter().zip(page.documents).zip(page.metadatas).enumerate()
+            {
+                let metadata = reply::metadata(READ_OPERATION, i, metadata)?;
+                out.push(Chunk { id, document: document.unwrap_or_default(), metadata });
+            }
         }
         Ok(Some(out))
     }

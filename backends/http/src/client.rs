@@ -31,6 +31,31 @@ pub fn retry_delay(attempt: u32) -> Duration {
     Duration::from_millis(500 << doublings).min(CAP)
 }
 
+/// The longest `Retry-After` the client waits before its next attempt; a
+/// longer one is waited only this long.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// The wait a `Retry-After` value asks for: delta-seconds or an HTTP date
+/// (RFC 9110 §10.2.3), measured from `now`; `None` when it is neither.
+pub fn parse_retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// The wait before the next attempt after a 429 or 503: the schedule's
+/// delay, or longer when the server asked for longer, up to `cap`.
+pub fn delay_before_retry(attempt: u32, retry_after: Option<Duration>, cap: Duration) -> Duration {
+    let scheduled = retry_delay(attempt);
+    match retry_after {
+        Some(asked) => scheduled.max(asked.min(cap)),
+        None => scheduled,
+    }
+}
+
 /// What the caller decides about every backend request.
 #[derive(Clone)]
 pub struct HttpSettings {
@@ -43,6 +68,8 @@ pub struct HttpSettings {
     /// Replaced by `<redacted>` wherever a response body or error text would
     /// show them. Empty strings are ignored.
     pub secrets: Vec<String>,
+    /// The longest `Retry-After` honoured on a 429 or 503.
+    pub max_retry_after: Duration,
 }
 
 impl HttpSettings {
@@ -53,6 +80,7 @@ impl HttpSettings {
             retry_attempts: 3,
             request_timeout: Duration::from_secs(120),
             secrets: Vec::new(),
+            max_retry_after: MAX_RETRY_AFTER,
         }
     }
 }
@@ -64,6 +92,7 @@ impl fmt::Debug for HttpSettings {
             .field("retry_attempts", &self.retry_attempts)
             .field("request_timeout", &self.request_timeout)
             .field("secrets", &format_args!("[{} redacted]", self.secrets.len()))
+            .field("max_retry_after", &self.max_retry_after)
             .finish()
     }
 }
@@ -77,6 +106,7 @@ pub struct HttpClient {
     retry_attempts: u32,
     request_timeout: Duration,
     secrets: Arc<Vec<String>>,
+    max_retry_after: Duration,
     sleeper: Sleeper,
 }
 
@@ -89,6 +119,15 @@ impl fmt::Debug for HttpClient {
             .field("secrets", &format_args!("[{} redacted]", self.secrets.len()))
             .finish_non_exhaustive()
     }
+}
+
+/// A response: status, body (at most [`MAX_RESPONSE_BYTES`]), whether the
+/// body went on past that, and the wait a `Retry-After` header asks for.
+struct Answer {
+    status: u16,
+    body: Vec<u8>,
+    oversized: bool,
+    retry_after: Option<Duration>,
 }
 
 /// A failed attempt, and whether Go's loop would try again after it.
@@ -114,6 +153,7 @@ impl HttpClient {
             retry_attempts: settings.retry_attempts.max(1),
             request_timeout: settings.request_timeout,
             secrets: Arc::new(settings.secrets.into_iter().filter(|s| !s.is_empty()).collect()),
+            max_retry_after: settings.max_retry_after,
             sleeper: Arc::new(|delay| Box::pin(tokio::time::sleep(delay))),
         })
     }
@@ -205,6 +245,7 @@ impl HttpClient {
             let last = attempt == self.retry_attempts;
             match self.send_once(&method, &parsed, body.clone(), authorization).await {
                 Err(AttemptError::Transport(detail)) => {
+                    tracing::debug!(operation, attempt, detail = %secrets.redact(&detail), "backend request got no response");
                     if !last {
                         tracing::debug!(operation, attempt, "backend request failed before a response; retrying");
                         (self.sleeper)(retry_delay(attempt)).await;
@@ -220,22 +261,25 @@ impl HttpClient {
                 Err(AttemptError::Read(detail)) => {
                     return Err(HttpError::Read { operation: operation.to_owned(), detail: secrets.redact(&detail) });
                 }
-                Ok((status, bytes)) => {
+                Ok(Answer { status, body, oversized, retry_after }) => {
                     if !(200..300).contains(&status) {
+                        let body = status_body(&body, &secrets);
+                        tracing::debug!(operation, attempt, status, body = %body, "backend answered with an error status");
                         if !last && (status == 429 || status >= 500) {
-                            tracing::debug!(operation, attempt, status, "backend answered with a retryable status");
-                            (self.sleeper)(retry_delay(attempt)).await;
+                            // Only these two statuses carry a meaningful Retry-After.
+                            let asked = retry_after.filter(|_| status == 429 || status == 503);
+                            (self.sleeper)(delay_before_retry(attempt, asked, self.max_retry_after)).await;
                             continue;
                         }
-                        return Err(HttpError::Status {
-                            operation: operation.to_owned(),
-                            status,
-                            body: status_body(&bytes, &secrets),
-                        });
+                        return Err(HttpError::Status { operation: operation.to_owned(), status, body });
                     }
-                    return json::decode(&bytes).map_err(|detail| HttpError::Decode {
-                        operation: operation.to_owned(),
-                        detail: secrets.redact(&detail),
+                    if oversized {
+                        return Err(HttpError::TooLarge { operation: operation.to_owned(), limit: MAX_RESPONSE_BYTES });
+                    }
+                    return json::decode(&body).map_err(|detail| {
+                        let detail = secrets.redact(&detail);
+                        tracing::debug!(operation, detail = %detail, "backend reply is not the expected JSON");
+                        HttpError::Decode { operation: operation.to_owned(), detail }
                     });
                 }
             }
@@ -250,7 +294,7 @@ impl HttpClient {
         url: &Url,
         body: Option<Bytes>,
         authorization: Option<&str>,
-    ) -> Result<(u16, Vec<u8>), AttemptError> {
+    ) -> Result<Answer, AttemptError> {
         let deadline = Instant::now() + self.request_timeout;
         let mut request = self.client.request(method.clone(), url.clone()).header(USER_AGENT, self.user_agent.clone());
         if let Some(body) = body {
@@ -270,19 +314,31 @@ impl HttpClient {
             Ok(Ok(response)) => response,
         };
         let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, std::time::SystemTime::now()));
         let mut bytes = Vec::new();
-        while bytes.len() < MAX_RESPONSE_BYTES {
+        let mut oversized = false;
+        loop {
             match timeout_at(deadline, response.chunk()).await {
                 Err(_) => return Err(AttemptError::Read(transport::READING_BODY_TIMEOUT.to_owned())),
                 Ok(Err(e)) => return Err(AttemptError::Read(transport::describe_read_error(&e))),
                 Ok(Ok(None)) => break,
                 Ok(Ok(Some(chunk))) => {
                     let room = MAX_RESPONSE_BYTES - bytes.len();
-                    bytes.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                    if chunk.len() > room {
+                        // Memory stays bounded: the rest is not read at all.
+                        bytes.extend_from_slice(&chunk[..room]);
+                        oversized = true;
+                        break;
+                    }
+                    bytes.extend_from_slice(&chunk);
                 }
             }
         }
-        Ok((status, bytes))
+        Ok(Answer { status, body: bytes, oversized, retry_after })
     }
 }
 
@@ -296,6 +352,24 @@ mod tests {
         assert_eq!(secs, vec![0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0]);
         assert_eq!(retry_delay(0), Duration::from_millis(500));
         assert_eq!(retry_delay(u32::MAX), Duration::from_secs(8));
+    }
+
+    #[test]
+    fn retry_after_is_honoured_up_to_the_cap() {
+        let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+        assert_eq!(parse_retry_after("3", now), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(7));
+        assert_eq!(parse_retry_after(&later, now), Some(Duration::from_secs(7)));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
+        assert_eq!(parse_retry_after(&past, now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-1", now), None);
+        let cap = Duration::from_secs(30);
+        assert_eq!(delay_before_retry(1, None, cap), Duration::from_millis(500));
+        assert_eq!(delay_before_retry(1, Some(Duration::from_secs(4)), cap), Duration::from_secs(4));
+        assert_eq!(delay_before_retry(1, Some(Duration::from_secs(3600)), cap), cap);
+        assert_eq!(delay_before_retry(3, Some(Duration::ZERO), cap), Duration::from_secs(2), "never shorter");
     }
 
     #[test]

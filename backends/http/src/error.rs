@@ -30,12 +30,42 @@ pub enum HttpError {
     /// A 2xx body that is not the expected JSON.
     #[error("{operation}: decode response: {detail}")]
     Decode { operation: String, detail: String },
+    /// A 2xx body longer than the client reads ([`crate::MAX_RESPONSE_BYTES`]):
+    /// named as such rather than decoded cut (the reference reports the cut
+    /// body's `unexpected end of JSON input`).
+    #[error("{operation}: read response: the reply is larger than the {limit}-byte limit")]
+    TooLarge { operation: String, limit: usize },
+    /// A 2xx body that decoded but breaks the backend's reply contract
+    /// (lists of different lengths, a field of the wrong type).
+    #[error("{operation} returned a malformed reply: {detail}")]
+    Malformed { operation: String, detail: String },
     /// The HTTP client itself could not be set up (TLS roots, for example).
     #[error("HTTP client setup failed: {detail}")]
     Setup { detail: String },
 }
 
 impl HttpError {
+    /// The error as a client outside the drop-in is shown it: the operation
+    /// and what went wrong, never a URL or the backend's reply text (both
+    /// stay in the debug log, see [`crate::HttpClient`]).
+    pub fn summary(&self) -> String {
+        match self {
+            HttpError::Status { operation, status, .. } => format!("{operation} failed with HTTP {status}"),
+            HttpError::Transport { operation, detail, .. } => {
+                let what = if detail.contains("deadline exceeded") { "timed out" } else { "got no response" };
+                format!("{operation} failed: the request {what}")
+            }
+            HttpError::CreateRequest { operation, .. } => format!("{operation}: the request URL is invalid"),
+            HttpError::Encode { operation, .. } => format!("{operation}: the request could not be encoded"),
+            HttpError::Read { operation, detail } => {
+                let what = if detail.contains("deadline exceeded") { "timed out" } else { "broke off" };
+                format!("{operation}: reading the reply {what}")
+            }
+            HttpError::Decode { operation, .. } => format!("{operation}: the reply is not the expected JSON"),
+            HttpError::TooLarge { .. } | HttpError::Malformed { .. } | HttpError::Setup { .. } => self.to_string(),
+        }
+    }
+
     /// The HTTP status of a [`HttpError::Status`].
     pub fn status(&self) -> Option<u16> {
         match self {

@@ -14,7 +14,9 @@
 //!   has one; `POST` bodies are `application/json`, serde_json, and 2xx
 //!   answers are read by [`json::decode`];
 //! - connection errors and timeouts, 429 and 5xx are retried up to
-//!   `retry_attempts` attempts in total, waiting [`retry_delay`] in between;
+//!   `retry_attempts` attempts in total, waiting [`retry_delay`] in between,
+//!   or longer when a 429 or 503 carries `Retry-After` (up to
+//!   [`MAX_RETRY_AFTER`]; the reference ignores the header);
 //!   other statuses, a body that breaks off, and bad JSON fail at once;
 //! - each attempt has one deadline that covers the whole exchange, body
 //!   included; bodies are read up to [`MAX_RESPONSE_BYTES`];
@@ -34,7 +36,10 @@ mod transport;
 #[cfg(feature = "test-util")]
 pub mod test_util;
 
-pub use client::{HttpClient, HttpSettings, MAX_RESPONSE_BYTES, Sleeper, retry_delay};
+pub use client::{
+    HttpClient, HttpSettings, MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, Sleeper, delay_before_retry, parse_retry_after,
+    retry_delay,
+};
 pub use error::{HttpError, MAX_ERROR_BODY_BYTES, REDACTED};
 
 /// The `Authorization` value for a token: `None` when it is empty, the token

@@ -55,6 +55,13 @@ pub enum Reply {
     Hang,
     /// Send the head and the first bytes of the body, then stall forever.
     StallBody { status: u16, first: Vec<u8> },
+    /// A complete response with extra headers (`Retry-After`, …).
+    WithHeaders { status: u16, headers: Vec<(String, String)>, body: Vec<u8> },
+    /// `200` with a body of `len` bytes of `byte`, streamed in 64 KiB chunks
+    /// (an oversized reply, without holding it in memory).
+    Huge { len: usize, byte: u8 },
+    /// `200` whose body trickles `chunk` every `every` forever (a slow body).
+    Trickle { chunk: Vec<u8>, every: Duration },
 }
 
 impl Reply {
@@ -161,6 +168,33 @@ async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response 
                 .chain(futures::stream::pending());
             response(status, Body::from_stream(stream))
         }
+        Reply::WithHeaders { status, headers, body } => {
+            let mut r = response(status, Body::from(body));
+            for (name, value) in headers {
+                let name = axum::http::HeaderName::try_from(name).expect("a valid header name");
+                r.headers_mut().insert(name, axum::http::HeaderValue::try_from(value).expect("a valid header value"));
+            }
+            r
+        }
+        Reply::Huge { len, byte } => {
+            const CHUNK: usize = 64 << 10;
+            let block = Bytes::from(vec![byte; CHUNK]);
+            let stream = futures::stream::iter((0..len.div_ceil(CHUNK)).map(move |i| {
+                let size = CHUNK.min(len - i * CHUNK);
+                Ok::<_, Infallible>(block.slice(..size))
+            }));
+            response(200, Body::from_stream(stream))
+        }
+        Reply::Trickle { chunk, every } => {
+            let stream = futures::stream::unfold((), move |()| {
+                let chunk = chunk.clone();
+                async move {
+                    tokio::time::sleep(every).await;
+                    Some((Ok::<_, Infallible>(Bytes::from(chunk)), ()))
+                }
+            });
+            response(200, Body::from_stream(stream))
+        }
     }
 }
 
@@ -196,6 +230,7 @@ pub fn settings(retry_attempts: u32) -> HttpSettings {
         retry_attempts,
         request_timeout: Duration::from_secs(5),
         secrets: Vec::new(),
+        max_retry_after: crate::MAX_RETRY_AFTER,
     }
 }
 

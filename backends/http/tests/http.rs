@@ -235,15 +235,91 @@ async fn an_invalid_authorization_value_is_a_request_error() {
 
 #[tokio::test]
 async fn bodies_are_read_up_to_16_mib_only() {
-    // A valid JSON document longer than the cap: decoding sees it cut.
+    // A valid JSON document longer than the cap is not decoded cut (the
+    // reference would say "unexpected end of JSON input").
     let big = format!("{{\"ok\":true,\"pad\":\"{}\"}}", "z".repeat(rr_http::MAX_RESPONSE_BYTES));
     let server = FakeServer::sequence(vec![Reply::status(200, big)]).await;
     let err = get(&instant_client(settings(1)), &format!("{}/x", server.url())).await.unwrap_err();
-    assert!(err.to_string().starts_with("test operation: decode response: EOF while parsing a string"), "{err}");
+    assert_eq!(err.to_string(), "test operation: read response: the reply is larger than the 16777216-byte limit");
 }
 
 #[tokio::test]
 async fn an_unparsable_url_fails_before_any_attempt() {
     let err = get(&instant_client(settings(3)), "http://[::1/x").await.unwrap_err();
     assert!(err.to_string().starts_with("test operation: create request: parse \"http://[::1/x\": "), "{err}");
+}
+
+fn retry_after(status: u16, value: &str) -> Reply {
+    Reply::WithHeaders { status, headers: vec![("retry-after".into(), value.into())], body: b"busy".to_vec() }
+}
+
+/// Issue 12: `Retry-After` on a 429 or 503 is waited (up to the cap), never
+/// less than the schedule; on other statuses it is ignored.
+#[tokio::test]
+async fn issue12_retry_after_is_honoured_up_to_the_cap() {
+    let server = FakeServer::sequence(vec![
+        retry_after(429, "3"),
+        retry_after(503, "86400"),
+        retry_after(500, "20"),
+        retry_after(429, "soon"),
+        Reply::json(json!({"ok": true})),
+    ])
+    .await;
+    let (client, delays) = client_with_delays(5);
+    assert_eq!(get(&client, &format!("{}/x", server.url())).await.unwrap(), Answer { ok: true });
+    let expected: Vec<Duration> = [3000, 30_000, 2000, 4000].into_iter().map(Duration::from_millis).collect();
+    assert_eq!(*delays.lock().unwrap(), expected);
+}
+
+/// Issue 12: a reply over the 16 MiB read limit is named as such, and the
+/// rest of it is not read.
+#[tokio::test]
+async fn issue12_an_oversized_reply_is_named_as_such() {
+    let server = FakeServer::sequence(vec![Reply::Huge { len: rr_http::MAX_RESPONSE_BYTES + 1, byte: b' ' }]).await;
+    let client = instant_client(settings(3));
+    let err = get(&client, &format!("{}/x", server.url())).await.unwrap_err();
+    assert_eq!(err.to_string(), "test operation: read response: the reply is larger than the 16777216-byte limit");
+    assert_eq!(server.request_count(), 1, "not retried");
+    // Exactly at the limit is still read and decoded.
+    let head = br#"{"ok":true}"#;
+    let mut exact = head.to_vec();
+    exact.resize(rr_http::MAX_RESPONSE_BYTES, b' ');
+    let server = FakeServer::sequence(vec![Reply::status(200, exact)]).await;
+    assert_eq!(get(&client, &format!("{}/x", server.url())).await.unwrap(), Answer { ok: true });
+}
+
+/// Issue 12: a body that trickles forever ends at the attempt's deadline.
+#[tokio::test]
+async fn issue12_a_slow_body_ends_at_the_deadline() {
+    let server =
+        FakeServer::sequence(vec![Reply::Trickle { chunk: b" ".to_vec(), every: Duration::from_millis(50) }]).await;
+    let mut s = settings(1);
+    s.request_timeout = Duration::from_millis(400);
+    let client = instant_client(s);
+    let started = std::time::Instant::now();
+    let err = get(&client, &format!("{}/x", server.url())).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(10), "returned before the budget ran out");
+    assert_eq!(
+        err.to_string(),
+        "test operation: read response: context deadline exceeded (Client.Timeout or context cancellation while reading body)"
+    );
+    assert_eq!(err.summary(), "test operation: reading the reply timed out");
+}
+
+/// Issue 12: the summary a client outside the drop-in sees names the
+/// operation and status, never the body or the URL.
+#[tokio::test]
+async fn issue12_summaries_keep_urls_and_bodies_out() {
+    let server = FakeServer::sequence(vec![Reply::status(500, "internal detail at http://10.0.0.7:8000")]).await;
+    let client = instant_client(settings(1));
+    let err = get(&client, &format!("{}/x", server.url())).await.unwrap_err();
+    assert_eq!(err.summary(), "test operation failed with HTTP 500");
+    let down = refused_url().await;
+    let err = get(&client, &format!("{down}/x")).await.unwrap_err();
+    assert!(err.to_string().contains(&down));
+    assert_eq!(err.summary(), "test operation failed: the request got no response");
+    let server = FakeServer::sequence(vec![Reply::status(200, r#"{"ok": "secret-ish text"}"#)]).await;
+    let err = get(&client, &format!("{}/x", server.url())).await.unwrap_err();
+    assert!(err.to_string().contains("decode response"), "{err}");
+    assert_eq!(err.summary(), "test operation: the reply is not the expected JSON");
 }

@@ -149,7 +149,13 @@ impl Embedder for OpenAiEmbedder {
     /// The caller's `Authorization` is not forwarded: the embedding service
     /// has its own key.
     async fn embed(&self, inputs: &[String], _ctx: &CallContext) -> Result<Vec<Vec<f32>>, BackendError> {
-        self.embed_all(inputs).await.map_err(|e| BackendError::new(self.name(), e))
+        self.embed_all(inputs).await.map_err(|e| {
+            let summary = match &e {
+                EmbeddingError::Http(http) => http.summary(),
+                other => other.to_string(),
+            };
+            BackendError::new(self.name(), e).with_summary(summary)
+        })
     }
 }
 

@@ -84,6 +84,17 @@ pub enum RerankError {
     NonFiniteScore { provider: &'static str, index: usize, score: f64 },
 }
 
+impl RerankError {
+    /// The error without URLs or the provider's reply text.
+    pub fn summary(&self) -> String {
+        match self {
+            RerankError::Status { provider, status, .. } => format!("{provider} rerank failed with HTTP {status}"),
+            RerankError::Http(e) => e.summary(),
+            other => other.to_string(),
+        }
+    }
+}
+
 fn colon_then(message: &str) -> String {
     if message.is_empty() { String::new() } else { format!(": {message}") }
 }

@@ -100,7 +100,10 @@ impl<A: Api> Reranker for ApiReranker<A> {
     /// The caller's `Authorization` is not forwarded: the provider has its
     /// own key (a TEI server, if any).
     async fn rerank(&self, query: &str, documents: &[String], _ctx: &CallContext) -> Result<Vec<f64>, BackendError> {
-        self.scores(query, documents).await.map_err(|e| BackendError::new(A::PROVIDER, e))
+        self.scores(query, documents).await.map_err(|e| {
+            let summary = e.summary();
+            BackendError::new(A::PROVIDER, e).with_summary(summary)
+        })
     }
 }
 

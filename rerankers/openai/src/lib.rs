@@ -150,7 +150,13 @@ impl Reranker for OpenAiReranker {
     /// The caller's `Authorization` is not forwarded: the reranking service
     /// has its own key.
     async fn rerank(&self, query: &str, documents: &[String], _ctx: &CallContext) -> Result<Vec<f64>, BackendError> {
-        self.scores(query, documents).await.map_err(|e| BackendError::new(self.name(), e))
+        self.scores(query, documents).await.map_err(|e| {
+            let summary = match &e {
+                RerankError::Http(http) => http.summary(),
+                other => other.to_string(),
+            };
+            BackendError::new(self.name(), e).with_summary(summary)
+        })
     }
 }
 

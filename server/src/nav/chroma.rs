@@ -138,7 +138,10 @@ impl ChromaSource {
 
     /// Lists the ids and, when they changed, reads every record again.
     fn sync(&self) -> Result<Arc<Snapshot>, String> {
-        let failed = |e: rr_chroma::ChromaError| format!("cannot read the Chroma collection: {e}");
+        let failed = |e: rr_chroma::ChromaError| {
+            tracing::debug!(error = %e, "reading the Chroma collection failed");
+            format!("cannot read the Chroma collection: {}", e.summary())
+        };
         let store = self.store.clone();
         let ids = self.run(async move { store.all_ids().await })?.map_err(failed)?.unwrap_or_default();
         let wanted = fingerprint(ids.iter().map(String::as_str));

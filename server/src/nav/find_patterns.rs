@@ -47,13 +47,21 @@ struct Output {
     skipped_count: Option<usize>,
 }
 
-/// fnmatch on the whole path, `*` matching `/` too; `[...]` sets and `?`.
-pub fn glob_match(glob: &str, path: &str) -> bool {
+/// A `path_glob` as one compiled expression: fnmatch on the whole path,
+/// `*` matching `/` too; `[...]` sets and `?`. Compiled once per call under
+/// the same size limit as a regex pattern, so matching every path is linear.
+pub fn compile_glob(glob: &str) -> Result<Regex, String> {
     let mut re = String::from("^");
     let mut chars = glob.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
-            '*' => re.push_str(".*"),
+            '*' => {
+                // A run of stars is one `.*`: fnmatch gives it the same meaning.
+                while chars.peek() == Some(&'*') {
+                    chars.next();
+                }
+                re.push_str(".*");
+            }
             '?' => re.push('.'),
             '[' => {
                 let mut class = String::new();
@@ -78,7 +86,14 @@ pub fn glob_match(glob: &str, path: &str) -> bool {
         }
     }
     re.push('$');
-    Regex::new(&re).is_ok_and(|r| r.is_match(path))
+    RegexBuilder::new(&re).size_limit(REGEX_SIZE_LIMIT).dfa_size_limit(REGEX_SIZE_LIMIT).build().map_err(|_| {
+        format!("Invalid path_glob: it does not form a valid pattern within the {REGEX_SIZE_LIMIT}-byte size limit")
+    })
+}
+
+/// Whether `path` matches `glob` (see [`compile_glob`]); an invalid glob matches nothing.
+pub fn glob_match(glob: &str, path: &str) -> bool {
+    compile_glob(glob).is_ok_and(|r| r.is_match(path))
 }
 
 enum Matcher {
@@ -91,7 +106,7 @@ pub fn call(nav: &NavService, args: &Args) -> ToolResult {
     let pattern = args.str("pattern").unwrap_or_default();
     let is_regex = args.bool("regex");
     let max_results = args.int("max_results").unwrap_or(100).max(1) as usize;
-    let glob = args.str("path_glob");
+    let glob = args.str("path_glob").map(|g| compile_glob(&g)).transpose()?;
     let matcher = if is_regex {
         let re = RegexBuilder::new(&pattern)
             .size_limit(REGEX_SIZE_LIMIT)
@@ -108,8 +123,16 @@ pub fn call(nav: &NavService, args: &Args) -> ToolResult {
     let mut matches = Vec::new();
     let mut truncated = false;
     let mut skipped: Vec<String> = Vec::new();
+    let in_glob = |path: &str| glob.as_ref().is_none_or(|g| g.is_match(path));
     'files: for (index, file) in files.iter().enumerate() {
-        if glob.as_deref().is_some_and(|g| !glob_match(g, &file.path)) {
+        // One budget for the whole call, literal or regex: the files not
+        // reached are listed rather than searched.
+        if started.elapsed() >= config.regex_call_budget {
+            truncated = true;
+            skipped.extend(files[index..].iter().filter(|f| in_glob(&f.path)).map(|f| f.path.clone()));
+            break;
+        }
+        if !in_glob(&file.path) {
             continue;
         }
         match &matcher {
@@ -128,16 +151,6 @@ pub fn call(nav: &NavService, args: &Args) -> ToolResult {
                 }
             }
             Matcher::Regex(re) => {
-                if started.elapsed() >= config.regex_call_budget {
-                    truncated = true;
-                    skipped.extend(
-                        files[index..]
-                            .iter()
-                            .filter(|f| glob.as_deref().is_none_or(|g| glob_match(g, &f.path)))
-                            .map(|f| f.path.clone()),
-                    );
-                    break;
-                }
                 if file.content.chars().count() > REGEX_MAX_FILE_CHARS {
                     skipped.push(file.path.clone());
                     continue;
@@ -209,5 +222,16 @@ mod tests {
         assert!(glob_match("docs/?afé.md", "docs/café.md"));
         assert!(glob_match("[ab]*", "a/x"));
         assert!(!glob_match("[!ab]*", "a/x"));
+        assert!(glob_match("a***b", "a/x/b"));
+    }
+
+    /// Issue 12: a glob of millions of stars compiled once to `^.*$`
+    /// (the schema caps the length first; this is the matcher's own bound).
+    #[test]
+    fn issue12_a_long_run_of_stars_is_one_wildcard() {
+        let glob = compile_glob(&"*".repeat(100_000)).unwrap();
+        assert_eq!(glob.as_str(), "^.*$");
+        let heavy = "[ab]?".repeat(100_000);
+        assert!(compile_glob(&heavy).unwrap_err().starts_with("Invalid path_glob: "));
     }
 }

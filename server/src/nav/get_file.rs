@@ -39,7 +39,7 @@ pub fn call(nav: &NavService, args: &Args) -> ToolResult {
         let paths: Vec<String> = files.iter().map(|f| f.path.clone()).collect();
         let close = close_matches(&path, &paths, 10, 0.4);
         let suffix = if close.is_empty() { String::new() } else { format!(" Close paths: {}", close.join(", ")) };
-        return Err(format!("File '{path}' not found in {}.{suffix}", repo.name));
+        return Err(format!("File '{}' not found in {}.{suffix}", crate::limits::shown(&path), repo.name));
     };
     let file = &files[found];
     let all = lines(&file.content);
@@ -101,6 +101,12 @@ pub fn close_matches(word: &str, candidates: &[String], n: usize, cutoff: f64) -
             let b: Vec<char> = c.chars().collect();
             let total = a.len() + b.len();
             if total == 0 {
+                return None;
+            }
+            // difflib's real_quick_ratio: the ratio cannot pass the cut-off
+            // when the lengths alone rule it out, and the quadratic match
+            // below is then skipped (a long path costs no more than a short one).
+            if 2.0 * a.len().min(b.len()) as f64 / (total as f64) < cutoff {
                 return None;
             }
             let ratio = 2.0 * matching(&a, &b) as f64 / total as f64;

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::catalog::Repository;
 use super::{NavService, SCHEME, ToolResult, pretty};
+use crate::limits::{MAX_URL_CHARS, shown};
 
 #[derive(Serialize)]
 struct RepositoryList {
@@ -34,7 +35,7 @@ pub fn resolve(nav: &NavService, text: &str) -> Result<Repository, String> {
     let not_found = || {
         let names: Vec<&str> = repos.iter().map(|r| r.name.as_str()).collect();
         let available = if names.is_empty() { "none indexed yet".to_owned() } else { names.join(", ") };
-        format!("Repository '{text}' not found. Available repositories: {available}")
+        format!("Repository '{}' not found. Available repositories: {available}", shown(text))
     };
     if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
         if text.len() > 19 {
@@ -68,7 +69,7 @@ pub fn resolve(nav: &NavService, text: &str) -> Result<Repository, String> {
         [] => Err(not_found()),
         many => {
             let list: Vec<String> = many.iter().map(|r| format!("{} (id {})", r.name, r.id)).collect();
-            Err(format!("Repository '{text}' is ambiguous: {}. Use the numeric ID.", list.join(", ")))
+            Err(format!("Repository '{}' is ambiguous: {}. Use the numeric ID.", shown(text), list.join(", ")))
         }
     }
 }
@@ -155,7 +156,10 @@ pub fn read_resource(nav: &NavService, uri: &str) -> Result<String, String> {
     if uri == repositories_uri() {
         return list_repositories(nav).map_err(|e| resource_error(&e));
     }
-    let unknown = || resource_error(&format!("Unknown resource '{uri}'"));
+    if uri.chars().count() > MAX_URL_CHARS {
+        return Err(resource_error(&format!("the uri is too long: at most {MAX_URL_CHARS} characters")));
+    }
+    let unknown = || resource_error(&format!("Unknown resource '{}'", shown(uri)));
     let id_text = uri
         .strip_prefix(&format!("{SCHEME}://repositories/"))
         .and_then(|r| r.strip_suffix("/files"))

@@ -4,6 +4,11 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::limits::shown;
+
+/// Unknown argument names listed in one error.
+const MAX_LISTED_KEYS: usize = 10;
+
 /// The JSON type of one argument.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -160,7 +165,12 @@ impl ToolDef {
             obj.keys().map(String::as_str).filter(|k| !self.params.iter().any(|p| p.name == *k)).collect();
         if !unknown.is_empty() {
             unknown.sort_unstable();
-            let list = unknown.iter().map(|k| format!("'{k}'")).collect::<Vec<_>>().join(", ");
+            let more = unknown.len().saturating_sub(MAX_LISTED_KEYS);
+            let mut list =
+                unknown.iter().take(MAX_LISTED_KEYS).map(|k| format!("'{}'", shown(k))).collect::<Vec<_>>().join(", ");
+            if more > 0 {
+                list.push_str(&format!(" and {more} more"));
+            }
             return Err(fail(format!("unexpected argument {list} (additional properties are not allowed)")));
         }
         let mut out = Map::new();
