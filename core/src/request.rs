@@ -65,7 +65,7 @@ impl SearchArgs {
         if path.as_ref().is_some_and(|glob| glob.pattern().contains(['\r', '\n'])) {
             return Err(ValidationError::PathLineBreak);
         }
-        limits.check(&n.query, &n.source, path)?;
+        limits.check(&n.query, &n.source, path.as_ref().map_or("", |glob| glob.pattern()))?;
         Ok(SearchRequest {
             query: n.query,
             limit: n.limit as usize,
