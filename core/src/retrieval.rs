@@ -242,8 +242,7 @@ pub fn fuse_hybrid(
     options: &HybridOptions,
     n_results: usize,
 ) -> Vec<Candidate> {
-    let mut fused =
-        fuse_candidates(&[(options.weight_dense, &dense), (options.weight_lexical, &lexical)], options.rrf_k);
+    let mut fused = fuse_candidates(&[(options.weight_dense, dense), (options.weight_lexical, lexical)], options.rrf_k);
     fused.truncate(n_results);
     fused
 }
