@@ -189,7 +189,8 @@ pub trait LexicalStore: Send + Sync {
 pub fn reciprocal_rank_fusion<K: Clone + Eq + Hash>(rankings: &[(f64, &[K])], k: f64) -> Vec<(K, f64)> {
     let mut index: HashMap<&K, usize> = HashMap::new();
     let mut fused: Vec<(K, f64)> = Vec::new();
-    for (weight, ranking) in rankings {
+    // A ranking of weight 0 is ignored, so its keys do not trail with a score of 0.
+    for (weight, ranking) in rankings.iter().filter(|(w, _)| *w != 0.0) {
         for (i, key) in ranking.iter().enumerate() {
             let score = weight / (k + (i + 1) as f64);
             match index.get(key) {
@@ -377,6 +378,9 @@ mod tests {
         // Equal scores keep first-seen order.
         let fused = reciprocal_rank_fusion(&[(1.0, &["x", "y"][..]), (1.0, &["y", "x"][..])], 60.0);
         assert_eq!(fused.iter().map(|(k, _)| *k).collect::<Vec<_>>(), ["x", "y"]);
+        // A ranking of weight 0 contributes no keys.
+        let fused = reciprocal_rank_fusion(&[(0.0, &a[..]), (1.0, &b[..])], 60.0);
+        assert_eq!(fused.iter().map(|(k, _)| *k).collect::<Vec<_>>(), ["2", "3", "4"]);
     }
 
     #[test]

@@ -373,10 +373,15 @@ impl EmbeddedStore {
     ) -> Result<Vec<Candidate>, EmbeddedError> {
         let depth = k.max(options.depth);
         let view = self.view()?;
-        let vector = view.vector_hits(embedding, filter, depth)?;
         let mut reader = self.reader();
-        let lexical = view.lexical_hits(&mut reader, query, filter, depth)?;
-        let fused = hybrid_fusion(&vector, &lexical, options, k);
+        // The scan is CPU in Rust, the lexical ranking mostly SQLite: run them
+        // side by side on the same snapshot.
+        let (vector, lexical) = std::thread::scope(|scope| {
+            let vector = scope.spawn(|| view.vector_hits(embedding, filter, depth));
+            let lexical = view.lexical_hits(&mut reader, query, filter, depth);
+            (vector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), lexical)
+        });
+        let fused = hybrid_fusion(&vector?, &lexical?, options, k);
         view.fetch(&reader, &fused)
     }
 
