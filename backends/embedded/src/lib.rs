@@ -1228,12 +1228,13 @@ mod tests {
         // 3 is second in both; 2 is first in one and fourth in the other.
         let vector = vec![(1, 0.1), (3, 0.2), (5, 0.3), (2, 0.4)];
         let lexical = vec![(2, -9.0), (3, -8.0), (4, -1.0)];
-        let fused = hybrid_fusion(&vector, &lexical, &HybridOptions::default(), 3);
+        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50 };
+        let fused = hybrid_fusion(&vector, &lexical, &equal, 3);
         let pks: Vec<i64> = fused.iter().map(|h| h.0).collect();
         assert_eq!(pks, [3, 2, 1]);
         assert!((fused[0].1 + 2.0 / 62.0).abs() < 1e-12);
         // Weighting the lexical ranking 3x puts 4 (3/63) ahead of 1 (1/61).
-        let heavy = HybridOptions { weight_lexical: 3.0, ..Default::default() };
+        let heavy = HybridOptions { weight_lexical: 3.0, ..equal };
         let pks: Vec<i64> = hybrid_fusion(&vector, &lexical, &heavy, 4).iter().map(|h| h.0).collect();
         assert_eq!(pks, [2, 3, 4, 1]);
     }
