@@ -1,6 +1,7 @@
 //! One search across several stores.
 //!
-//! Each store is queried with a vector from *its own* embedder (vectors are
+//! Each store ranks in its own retrieval mode (dense, lexical or hybrid, see
+//! [`crate::retrieval`]). A dense or hybrid store is queried with a vector from *its own* embedder (vectors are
 //! model-specific: a 384-d query is never compared with 1024-d vectors), but a
 //! query is embedded only once per distinct embedder (embedders are compared
 //! by identity, `Arc::ptr_eq`, so the configuration loader shares one
@@ -20,7 +21,6 @@
 //! When every store asked fails, the search fails with
 //! [`SearchError::AllStoresFailed`], naming each failure.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -33,8 +33,9 @@ use crate::pipeline::{
 };
 use crate::record::Candidate;
 use crate::request::SearchRequest;
+use crate::retrieval::{HybridOptions, RetrievalMode, Retriever, fuse_candidates};
 use crate::select::select;
-use crate::traits::{CallContext, Embedder, Reranker, VectorQuery, VectorStore};
+use crate::traits::{CallContext, Embedder, Reranker, VectorStore};
 
 /// The `k` of reciprocal-rank fusion (Cormack et al.): damps the weight of
 /// the very first ranks so one store cannot dominate.
@@ -91,6 +92,8 @@ pub struct FederatedStore {
     pub model: String,
     /// Prepended to the query before embedding.
     pub query_prefix: String,
+    /// This store's first stage: dense, lexical or hybrid ([`crate::retrieval`]).
+    pub retriever: Retriever,
     /// Reorders this store's own candidates before fusion.
     pub reranker: Option<Arc<dyn Reranker>>,
     /// `None`: the store may hold any source.
@@ -108,11 +111,18 @@ impl FederatedStore {
             embedder,
             model,
             query_prefix: "query: ".into(),
+            retriever: Retriever::default(),
             reranker: None,
             sources: None,
             timeout: DEFAULT_STORE_TIMEOUT,
             dimension_checked: AtomicBool::new(false),
         }
+    }
+
+    /// Sets this store's retrieval mode and hybrid weights.
+    pub fn with_retrieval(mut self, mode: RetrievalMode, hybrid: HybridOptions) -> Self {
+        self.retriever = Retriever::new(mode, hybrid);
+        self
     }
 
     fn may_hold(&self, request: &SearchRequest) -> bool {
@@ -127,6 +137,7 @@ impl std::fmt::Debug for FederatedStore {
             .field("name", &self.name)
             .field("store", &self.store.name())
             .field("embedder", &self.embedder.name())
+            .field("retrieval", &self.retriever.mode())
             .field("reranker", &self.reranker.as_ref().map(|r| r.name().to_owned()))
             .field("timeout", &self.timeout)
             .finish_non_exhaustive()
@@ -188,16 +199,19 @@ impl FederatedEngine {
         }
         let n_results = self.candidate_count(request.limit);
 
-        // Embed once per distinct (embedder, prefix).
+        // Embed once per distinct (embedder, prefix), for the stores whose mode needs it.
         let mut groups: Vec<(&Arc<dyn Embedder>, &str)> = Vec::new();
-        let group_of: Vec<usize> = asked
+        let group_of: Vec<Option<usize>> = asked
             .iter()
             .map(|s| {
+                if !s.retriever.needs_embedding(s.store.as_ref()) {
+                    return None;
+                }
                 let found = groups.iter().position(|(e, p)| Arc::ptr_eq(e, &s.embedder) && *p == s.query_prefix);
-                found.unwrap_or_else(|| {
+                Some(found.unwrap_or_else(|| {
                     groups.push((&s.embedder, &s.query_prefix));
                     groups.len() - 1
-                })
+                }))
             })
             .collect();
         let embeddings = join_all(groups.iter().map(|(embedder, prefix)| async move {
@@ -207,11 +221,12 @@ impl FederatedEngine {
         .await;
 
         let answers = join_all(asked.iter().zip(&group_of).map(|(store, group)| {
-            let embedding = &embeddings[*group];
+            let embedding = group.map(|g| &embeddings[g]);
             async move {
                 let embedding = match embedding {
-                    Ok(e) => e.clone(),
-                    Err(e) => {
+                    None => None,
+                    Some(Ok(e)) => Some(e.clone()),
+                    Some(Err(e)) => {
                         tracing::debug!(store = %store.name, error = %e, "embedding failed");
                         // The line names the store already.
                         return Err(StoreFailure::Failed(e.summary()));
@@ -268,11 +283,13 @@ impl FederatedEngine {
         &self,
         store: &FederatedStore,
         request: &SearchRequest,
-        embedding: Vec<f32>,
+        embedding: Option<Vec<f32>>,
         n_results: usize,
         ctx: &CallContext,
     ) -> Result<Vec<Candidate>, SearchError> {
-        if !store.dimension_checked.load(Ordering::Acquire) {
+        if let Some(embedding) = &embedding
+            && !store.dimension_checked.load(Ordering::Acquire)
+        {
             if let Some(dimension) = store.store.dimension(ctx).await?
                 && dimension != embedding.len()
             {
@@ -285,8 +302,10 @@ impl FederatedEngine {
             }
             store.dimension_checked.store(true, Ordering::Release);
         }
-        let query = VectorQuery { embedding, n_results, filter: request.filter.clone() };
-        let mut candidates = store.store.query(&query, ctx).await?;
+        let mut candidates = store
+            .retriever
+            .retrieve(store.store.as_ref(), &request.query, embedding, n_results, &request.filter, ctx)
+            .await?;
         if let Some(reranker) = &store.reranker {
             candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
         }
@@ -301,28 +320,9 @@ fn humanize(d: Duration) -> String {
 /// Reciprocal-rank fusion of relevance-ordered lists (module docs). The
 /// result carries no distance: fused scores are not distances.
 pub fn fuse(lists: &[Vec<Candidate>]) -> Vec<Candidate> {
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut fused: Vec<(f64, Candidate)> = Vec::new();
-    for list in lists {
-        for (rank, candidate) in list.iter().enumerate() {
-            let score = 1.0 / (RRF_K + (rank + 1) as f64);
-            let key = if candidate.chunk.id.is_empty() {
-                format!("{}{}", candidate.chunk.metadata.file_key(), candidate.chunk.metadata.line_anchor())
-            } else {
-                candidate.chunk.id.clone()
-            };
-            match index.get(&key) {
-                Some(&i) => fused[i].0 += score,
-                None => {
-                    index.insert(key, fused.len());
-                    fused.push((score, Candidate { chunk: candidate.chunk.clone(), distance: None }));
-                }
-            }
-        }
-    }
-    // Stable: equal scores keep first-seen order (store order, then rank).
-    fused.sort_by(|a, b| b.0.total_cmp(&a.0));
-    fused.into_iter().map(|(_, c)| c).collect()
+    // Equal scores keep first-seen order (store order, then rank).
+    let weighted: Vec<(f64, &[Candidate])> = lists.iter().map(|l| (1.0, l.as_slice())).collect();
+    fuse_candidates(&weighted, RRF_K)
 }
 
 /// The one line appended to a result when stores were skipped.
@@ -338,6 +338,7 @@ mod tests {
     use crate::error::BackendError;
     use crate::record::{Chunk, Metadata};
     use crate::request::SearchArgs;
+    use crate::traits::VectorQuery;
     use async_trait::async_trait;
     use std::sync::Mutex;
 

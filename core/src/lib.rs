@@ -2,7 +2,7 @@
 //!
 //! A search runs through one fixed pipeline: validate the arguments, embed the
 //! query, retrieve candidates from a [`VectorStore`] (filters applied *before*
-//! ranking), optionally rerank them, then [`select`] and [`render`]. Only the
+//! ranking; dense, lexical or hybrid, see [`retrieval`]), optionally rerank them, then [`select`] and [`render`]. Only the
 //! three I/O steps are traits; validation, selection and rendering are pure
 //! functions, because they carry the output contract that clients depend on and
 //! must behave identically whatever store or model sits behind them.
@@ -19,6 +19,7 @@ pub mod registry;
 pub mod render;
 pub mod request;
 pub mod rerank;
+pub mod retrieval;
 pub mod select;
 pub mod traits;
 
@@ -30,4 +31,5 @@ pub use record::{Candidate, Chunk, Metadata};
 pub use registry::{FactoryContext, FactoryError, PluginKind, Registry, RegistryError};
 pub use request::{ArgLimits, SearchArgs, SearchRequest, ValidationError};
 pub use rerank::{EmptyChain, RerankChain};
+pub use retrieval::{HybridOptions, LexicalQuery, LexicalStore, RetrievalMode, Retriever};
 pub use traits::{CallContext, EmbeddedChunk, Embedder, IndexStore, Reranker, VectorQuery, VectorStore};

@@ -7,8 +7,9 @@ use crate::federated::FederatedEngine;
 use crate::record::Candidate;
 use crate::request::SearchRequest;
 use crate::rerank::score_order;
+use crate::retrieval::{HybridOptions, RetrievalMode, Retriever};
 use crate::select::{clean_document, select};
-use crate::traits::{CallContext, Embedder, Reranker, VectorQuery, VectorStore};
+use crate::traits::{CallContext, Embedder, Reranker, VectorStore};
 
 /// Candidates fetched per requested result without reranking.
 pub const CANDIDATES_PER_RESULT: usize = 3;
@@ -16,16 +17,25 @@ pub const CANDIDATES_PER_RESULT: usize = 3;
 pub const MAX_CANDIDATES_WITHOUT_RERANK: usize = 60;
 
 /// How candidates are gathered and reranked.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PipelineOptions {
     /// Prepended to the query before embedding (E5-style models).
     pub query_prefix: String,
+    /// How the store ranks the first stage (dense by default, as the drop-in does).
+    pub retrieval: RetrievalMode,
+    /// Fusion weights when `retrieval` is hybrid.
+    pub hybrid: HybridOptions,
     pub rerank: RerankOptions,
 }
 
 impl Default for PipelineOptions {
     fn default() -> Self {
-        PipelineOptions { query_prefix: "query: ".into(), rerank: RerankOptions::default() }
+        PipelineOptions {
+            query_prefix: "query: ".into(),
+            retrieval: RetrievalMode::Dense,
+            hybrid: HybridOptions::default(),
+            rerank: RerankOptions::default(),
+        }
     }
 }
 
@@ -68,6 +78,7 @@ pub struct SearchEngine {
     store: Arc<dyn VectorStore>,
     reranker: Option<Arc<dyn Reranker>>,
     options: PipelineOptions,
+    retriever: Arc<Retriever>,
     /// When set, searches go through it and the fields above describe its first store.
     federated: Option<Arc<FederatedEngine>>,
 }
@@ -91,7 +102,8 @@ impl SearchEngine {
         reranker: Option<Arc<dyn Reranker>>,
         options: PipelineOptions,
     ) -> Self {
-        SearchEngine { embedder, store, reranker, options, federated: None }
+        let retriever = Arc::new(Retriever::new(options.retrieval, options.hybrid));
+        SearchEngine { embedder, store, reranker, options, retriever, federated: None }
     }
 
     /// An engine over several stores (see [`crate::federated`]). Panics when
@@ -103,6 +115,7 @@ impl SearchEngine {
             store: first.store.clone(),
             reranker: None,
             options: PipelineOptions::default(),
+            retriever: Arc::default(),
             federated: Some(Arc::new(engine)),
         }
     }
@@ -141,11 +154,18 @@ impl SearchEngine {
         if let Some(federated) = &self.federated {
             return federated.search(request, ctx).await.map(|o| o.results);
         }
-        let input = [format!("{}{}", self.options.query_prefix, request.query)];
-        let embedding = self.embedder.embed(&input, ctx).await?.swap_remove(0);
-        let query =
-            VectorQuery { embedding, n_results: self.candidate_count(request.limit), filter: request.filter.clone() };
-        let mut candidates = self.store.query(&query, ctx).await?;
+        let embedding = match self.retriever.needs_embedding(self.store.as_ref()) {
+            true => {
+                let input = [format!("{}{}", self.options.query_prefix, request.query)];
+                Some(self.embedder.embed(&input, ctx).await?.swap_remove(0))
+            }
+            false => None,
+        };
+        let n_results = self.candidate_count(request.limit);
+        let mut candidates = self
+            .retriever
+            .retrieve(self.store.as_ref(), &request.query, embedding, n_results, &request.filter, ctx)
+            .await?;
         if let Some(reranker) = &self.reranker {
             candidates =
                 rerank_candidates(reranker.as_ref(), &self.options.rerank, &request.query, candidates, ctx).await?;
@@ -224,6 +244,7 @@ mod tests {
     use crate::error::BackendError;
     use crate::record::{Chunk, Metadata};
     use crate::request::SearchArgs;
+    use crate::traits::VectorQuery;
     use async_trait::async_trait;
     use std::sync::Mutex;
 

@@ -68,6 +68,13 @@ pub trait VectorStore: Send + Sync {
     async fn dimension(&self, _ctx: &CallContext) -> Result<Option<usize>, BackendError> {
         Ok(None)
     }
+
+    /// The store's lexical ranking, when it has one: the capability behind
+    /// the `lexical` and `hybrid` retrieval modes ([`crate::retrieval`]).
+    /// `None` (the default) makes those modes run dense.
+    fn lexical(&self) -> Option<&dyn crate::retrieval::LexicalStore> {
+        None
+    }
 }
 
 /// Scores documents against a query.

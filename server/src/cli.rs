@@ -107,10 +107,12 @@ pub struct IndexArgs {
     /// locate()) [default: hash]. An existing store keeps the one it was created with.
     #[arg(long, value_parser = ["hash", "minilm"], conflicts_with = "chroma_url")]
     pub embedder: Option<String>,
-    /// Prepended to queries before embedding, for a new store [default: "query: "].
+    /// Prepended to queries before embedding, for a new store [default: the embedder's: "query: " for
+    /// hash, none for minilm].
     #[arg(long, conflicts_with = "chroma_url")]
     pub query_prefix: Option<String>,
-    /// Prepended to documents before embedding, for a new store [default: "passage: "].
+    /// Prepended to documents before embedding, for a new store [default: the embedder's: "passage: "
+    /// for hash, none for minilm].
     #[arg(long, conflicts_with = "chroma_url")]
     pub document_prefix: Option<String>,
     #[command(flatten)]
@@ -153,7 +155,52 @@ pub struct SearchCmd {
     #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub limit: i64,
     #[command(flatten)]
+    pub retrieval: RetrievalArgs,
+    #[command(flatten)]
     pub rerank: RerankArgs,
+}
+
+/// The first stage of the embedded store (`search`, `serve` without --stores or --chroma-url).
+#[derive(Debug, Args)]
+pub struct RetrievalArgs {
+    /// How the store ranks candidates: dense (embeddings), lexical (BM25 over the full-text index) or
+    /// hybrid (both, fused by reciprocal rank) [default: hybrid].
+    #[arg(long, value_name = "MODE", value_parser = mode_parser())]
+    pub mode: Option<rr_core::RetrievalMode>,
+    /// Hybrid: weight of the dense ranking [default: 1].
+    #[arg(long, value_name = "W")]
+    pub hybrid_weight_dense: Option<f64>,
+    /// Hybrid: weight of the lexical ranking [default: 1].
+    #[arg(long, value_name = "W")]
+    pub hybrid_weight_lexical: Option<f64>,
+    /// Hybrid: the k of reciprocal-rank fusion [default: 60].
+    #[arg(long, value_name = "K")]
+    pub hybrid_rrf_k: Option<f64>,
+    /// Hybrid: candidates read from each ranking before fusion [default: 50].
+    #[arg(long, value_name = "N")]
+    pub hybrid_depth: Option<usize>,
+}
+
+fn mode_parser() -> impl clap::builder::TypedValueParser<Value = rr_core::RetrievalMode> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(rr_core::retrieval::MODE_NAMES)
+        .map(|s| s.parse::<rr_core::RetrievalMode>().expect("a listed mode"))
+}
+
+impl RetrievalArgs {
+    pub fn choice(&self) -> crate::local::RetrievalChoice {
+        crate::local::RetrievalChoice {
+            mode: self.mode,
+            weight_dense: self.hybrid_weight_dense,
+            weight_lexical: self.hybrid_weight_lexical,
+            rrf_k: self.hybrid_rrf_k,
+            depth: self.hybrid_depth,
+        }
+    }
+
+    fn is_set(&self) -> bool {
+        self.choice() != crate::local::RetrievalChoice::default()
+    }
 }
 
 /// Reranking of the embedded store (`search`, `serve` without --stores or --chroma-url).
@@ -200,6 +247,8 @@ pub struct ServeCmd {
     #[command(flatten)]
     pub chroma: ChromaArgs,
     #[command(flatten)]
+    pub retrieval: RetrievalArgs,
+    #[command(flatten)]
     pub rerank: RerankArgs,
 }
 
@@ -222,6 +271,10 @@ fn identity(args: &IndexArgs) -> rr_indexer::Identity {
 /// Why `serve --rerank` is refused with --stores or --chroma-url: those keep their own reranking.
 pub const REMOTE_RERANK: &str = "--rerank reranks the embedded store: a --stores file sets `reranker` and \
      `rerank_min_score` itself, and --chroma-url reranks with the CHROMA_REPO_SEARCH_RERANK_* variables";
+
+/// Why `serve --mode` is refused with --stores or --chroma-url.
+pub const REMOTE_MODE: &str = "--mode and --hybrid-* set the embedded store's retrieval: a --stores file sets \
+     `retrieval` per store, and a Chroma collection is searched dense";
 
 /// Runs a subcommand. `Ok(false)` means it finished but reports failure
 /// (a search that answered with a tool error).
@@ -324,7 +377,8 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
         Command::Search(args) => {
             let search =
                 rr_core::SearchArgs { query: args.query, source: args.source, path: args.path, limit: args.limit };
-            let (text, is_error) = crate::local::search(&args.store.dir(), search, args.rerank.reranker()?)
+            let choice = args.retrieval.choice();
+            let (text, is_error) = crate::local::search(&args.store.dir(), search, &choice, args.rerank.reranker()?)
                 .await
                 .map_err(|e| e.to_string())?;
             if is_error {
@@ -345,13 +399,17 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             if !args.rerank.kinds.is_empty() && (args.stores.is_some() || args.chroma.chroma_url.is_some()) {
                 return Err(REMOTE_RERANK.into());
             }
+            if args.retrieval.is_set() && (args.stores.is_some() || args.chroma.chroma_url.is_some()) {
+                return Err(REMOTE_MODE.into());
+            }
             let chroma =
                 crate::nav::chroma::serve_config(&args.chroma, args.store.store.is_some() || args.stores.is_some())?;
             let engine = match (&chroma, &args.stores) {
                 (Some(config), _) => crate::app::build_engine(config).map_err(|e| e.to_string())?,
                 (None, Some(file)) => crate::stores::engine(file).map_err(|e| e.to_string())?,
                 (None, None) => {
-                    crate::local::engine_with(&args.store.dir(), args.rerank.reranker()?).map_err(|e| e.to_string())?
+                    crate::local::engine_with(&args.store.dir(), &args.retrieval.choice(), args.rerank.reranker()?)
+                        .map_err(|e| e.to_string())?
                 }
             };
             let mut limits = rr_core::ArgLimits::default();

@@ -14,7 +14,10 @@ use std::time::Instant;
 
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
-use rr_core::{CallContext, Embedder, PipelineOptions, RerankChain, Reranker, SearchArgs, SearchEngine};
+use rr_core::{
+    CallContext, Embedder, HybridOptions, PipelineOptions, RerankChain, Reranker, RetrievalMode, SearchArgs,
+    SearchEngine, VectorStore,
+};
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_hash_embed::HashEmbedder;
 use rr_http::{HttpClient, HttpSettings};
@@ -119,8 +122,27 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
 /// The embedders a new embedded store can be created with.
 pub const EMBEDDERS: &str = "hash, minilm";
 
+/// The settings of a new store with embedder `name`, with the query and
+/// document prefixes its model was trained with: none for all-MiniLM-L6-v2
+/// (a sentence-transformers model that saw no prefix), `query: ` /
+/// `passage: ` for `hash`, which ignores them but whose records and the
+/// reference indexer's carry `passage: `, as E5-style models expect.
+pub fn new_store_settings(name: &str) -> Result<StoreSettings, LocalError> {
+    match name {
+        "hash" => Ok(StoreSettings::default()),
+        "minilm" => Ok(StoreSettings {
+            embedder: "minilm".into(),
+            dimension: rr_minilm::DIMENSION,
+            query_prefix: String::new(),
+            document_prefix: String::new(),
+        }),
+        other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
+    }
+}
+
 /// Fixes a new store's embedder and its query/document prefixes (each
-/// `None` keeps the default: `hash`, `query: `, `passage: `). The embedder is
+/// `None` keeps the default: `hash`, and the embedder's prefixes, see
+/// [`new_store_settings`]). The embedder is
 /// loaded once here, so a missing model fails before anything is written; the
 /// settings are written unless `dry_run`. An existing store keeps what it was
 /// created with: asking for something else is an error, because vectors made
@@ -132,13 +154,7 @@ pub fn choose_settings(
     document_prefix: Option<&str>,
     dry_run: bool,
 ) -> Result<(), LocalError> {
-    let mut wanted = match name.unwrap_or("hash") {
-        "hash" => StoreSettings::default(),
-        "minilm" => {
-            StoreSettings { embedder: "minilm".into(), dimension: rr_minilm::DIMENSION, ..StoreSettings::default() }
-        }
-        other => return Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
-    };
+    let mut wanted = new_store_settings(name.unwrap_or("hash"))?;
     if let Some(prefix) = query_prefix {
         wanted.query_prefix = prefix.to_owned();
     }
@@ -372,17 +388,79 @@ async fn store_files(
     .map_err(|e| LocalError::new(format!("cannot store the indexed files: {e}")))
 }
 
-/// The search engine over an existing store, without reranking.
+/// The search engine over an existing store, in the default retrieval
+/// mode, without reranking.
 pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
-    engine_with(store_dir, None)
+    engine_with(store_dir, &RetrievalChoice::default(), None)
 }
 
-/// The search engine over an existing store with `reranker` (see
-/// [`reranker`]); candidate counts are the engine's defaults.
-pub fn engine_with(store_dir: &Path, reranker: Option<Arc<dyn Reranker>>) -> Result<SearchEngine, LocalError> {
+/// The search engine over an existing store with the retrieval `choice` and
+/// `reranker` (see [`reranker`]); candidate counts are the engine's defaults.
+pub fn engine_with(
+    store_dir: &Path,
+    choice: &RetrievalChoice,
+    reranker: Option<Arc<dyn Reranker>>,
+) -> Result<SearchEngine, LocalError> {
     let open = open(store_dir)?;
-    let options = PipelineOptions { query_prefix: open.settings.query_prefix.clone(), ..PipelineOptions::default() };
+    let (retrieval, hybrid) = choice.resolve(open.store.as_ref(), cli_key).map_err(LocalError::new)?;
+    let options = PipelineOptions {
+        query_prefix: open.settings.query_prefix.clone(),
+        retrieval,
+        hybrid,
+        ..PipelineOptions::default()
+    };
     Ok(SearchEngine::new(open.embedder, open.store, reranker, options))
+}
+
+/// A retrieval mode and hybrid weights as an operator gave them (a flag or
+/// a file key each, `None` when left out).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RetrievalChoice {
+    pub mode: Option<RetrievalMode>,
+    pub weight_dense: Option<f64>,
+    pub weight_lexical: Option<f64>,
+    pub rrf_k: Option<f64>,
+    pub depth: Option<usize>,
+}
+
+/// How `--mode`'s companions are named on the command line: `--hybrid-rrf-k`.
+pub fn cli_key(name: &str) -> String {
+    format!("--hybrid-{}", name.replace('_', "-"))
+}
+
+impl RetrievalChoice {
+    /// The mode (default: [`RetrievalMode::default_for`] the store) and the
+    /// hybrid options (defaults of [`HybridOptions`]), checked. `key` names a
+    /// hybrid setting (`weight_dense`, `weight_lexical`, `rrf_k`, `depth`) as
+    /// the operator wrote it; hybrid settings with another mode are refused,
+    /// since they would silently do nothing.
+    pub fn resolve(
+        &self,
+        store: &dyn VectorStore,
+        key: impl Fn(&str) -> String,
+    ) -> Result<(RetrievalMode, HybridOptions), String> {
+        let mode = self.mode.unwrap_or_else(|| RetrievalMode::default_for(store));
+        let defaults = HybridOptions::default();
+        let hybrid = HybridOptions {
+            weight_dense: self.weight_dense.unwrap_or(defaults.weight_dense),
+            weight_lexical: self.weight_lexical.unwrap_or(defaults.weight_lexical),
+            rrf_k: self.rrf_k.unwrap_or(defaults.rrf_k),
+            depth: self.depth.unwrap_or(defaults.depth),
+        };
+        let given = [
+            ("weight_dense", self.weight_dense.is_some()),
+            ("weight_lexical", self.weight_lexical.is_some()),
+            ("rrf_k", self.rrf_k.is_some()),
+            ("depth", self.depth.is_some()),
+        ];
+        if mode != RetrievalMode::Hybrid
+            && let Some((name, _)) = given.iter().find(|(_, set)| *set)
+        {
+            return Err(format!("{}: applies to hybrid retrieval only, not {mode}", key(name)));
+        }
+        hybrid.validate(&key)?;
+        Ok((mode, hybrid))
+    }
 }
 
 /// The reranker of `--rerank KIND...` and `--rerank-min-score`: registry
@@ -467,9 +545,10 @@ pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
 pub async fn search(
     store_dir: &Path,
     args: SearchArgs,
+    choice: &RetrievalChoice,
     reranker: Option<Arc<dyn Reranker>>,
 ) -> Result<(String, bool), LocalError> {
-    let engine = engine_with(store_dir, reranker)?;
+    let engine = engine_with(store_dir, choice, reranker)?;
     let outcome = crate::tool::call_with(
         &engine,
         args,
@@ -499,6 +578,34 @@ mod tests {
         // A cut-off needs a chain even for one stage.
         let cut = reranker(&kinds(&["mmr"]), Some(0.5)).unwrap().unwrap();
         assert_eq!((cut.name(), cut.min_score()), ("mmr", Some(0.5)));
+    }
+
+    #[test]
+    fn new_stores_get_their_models_prefixes() {
+        let minilm = new_store_settings("minilm").unwrap();
+        assert_eq!((minilm.query_prefix.as_str(), minilm.document_prefix.as_str()), ("", ""));
+        let hash = new_store_settings("hash").unwrap();
+        assert_eq!((hash.query_prefix.as_str(), hash.document_prefix.as_str()), ("query: ", "passage: "));
+        assert_eq!(
+            new_store_settings("e5").unwrap_err().to_string(),
+            "unknown embedder \"e5\"; valid choices: hash, minilm"
+        );
+    }
+
+    #[test]
+    fn hybrid_settings_are_checked_and_need_hybrid() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let resolve = |choice: RetrievalChoice| choice.resolve(&store, cli_key);
+        let (mode, hybrid) = resolve(RetrievalChoice::default()).unwrap();
+        assert_eq!((mode, hybrid), (rr_core::retrieval::DEFAULT_LEXICAL_CAPABLE_MODE, HybridOptions::default()));
+        let choice =
+            RetrievalChoice { mode: Some(RetrievalMode::Hybrid), weight_lexical: Some(2.0), ..Default::default() };
+        assert_eq!(resolve(choice).unwrap().1.weight_lexical, 2.0);
+        let dense = RetrievalChoice { mode: Some(RetrievalMode::Dense), rrf_k: Some(10.0), ..Default::default() };
+        assert_eq!(resolve(dense).unwrap_err(), "--hybrid-rrf-k: applies to hybrid retrieval only, not dense");
+        let bad = RetrievalChoice { mode: Some(RetrievalMode::Hybrid), depth: Some(0), ..Default::default() };
+        assert_eq!(resolve(bad).unwrap_err(), "--hybrid-depth: must be at least 1");
     }
 
     #[test]

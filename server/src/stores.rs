@@ -28,6 +28,13 @@
 //! sources = ["acme/*"]                       # optional: what the store can hold
 //! timeout_secs = 10                          # optional, default 30
 //! query_prefix = "query: "                   # optional, default "query: "
+//! retrieval = "dense"                        # optional: dense, lexical or hybrid; default hybrid
+//!                                            # for a store that can rank lexically (embedded),
+//!                                            # else dense (Chroma and Qdrant run dense and say so)
+//! # hybrid_weight_dense = 1.0                # hybrid only: the fusion's weights, its k and
+//! # hybrid_weight_lexical = 1.0              # how many candidates each ranking gives
+//! # hybrid_rrf_k = 60
+//! # hybrid_depth = 50
 //! [stores.widgets.embedder]                  # every store has its own
 //! kind = "openai"
 //! api_url = "http://localhost:8081"
@@ -114,6 +121,17 @@ pub struct StoreSection {
     pub timeout_secs: Option<f64>,
     #[serde(default)]
     pub query_prefix: Option<String>,
+    /// The store's first stage (see `rr_core::retrieval`).
+    #[serde(default)]
+    pub retrieval: Option<rr_core::RetrievalMode>,
+    #[serde(default)]
+    pub hybrid_weight_dense: Option<f64>,
+    #[serde(default)]
+    pub hybrid_weight_lexical: Option<f64>,
+    #[serde(default)]
+    pub hybrid_rrf_k: Option<f64>,
+    #[serde(default)]
+    pub hybrid_depth: Option<usize>,
     /// Everything else goes to the store's factory, which refuses unknown keys.
     #[serde(flatten)]
     pub settings: Map<String, Value>,
@@ -248,7 +266,16 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
                 e
             }
         };
-        let mut entry = FederatedStore::new(name.clone(), store, embedder);
+        let choice = crate::local::RetrievalChoice {
+            mode: section.retrieval,
+            weight_dense: section.hybrid_weight_dense,
+            weight_lexical: section.hybrid_weight_lexical,
+            rrf_k: section.hybrid_rrf_k,
+            depth: section.hybrid_depth,
+        };
+        let (mode, hybrid) =
+            choice.resolve(store.as_ref(), |key| format!("stores.{name}.hybrid_{key}")).map_err(err)?;
+        let mut entry = FederatedStore::new(name.clone(), store, embedder).with_retrieval(mode, hybrid);
         entry.model = section
             .embedder
             .settings
@@ -492,6 +519,36 @@ stores:
         assert!(msg.contains("expected a reranker table or an array of reranker tables"), "{msg}");
         let msg = build_err("s.toml", &format!("[[reranker]]\nlambda = 1\n{TWO}"));
         assert!(msg.contains("missing field `kind`"), "{msg}");
+    }
+
+    #[test]
+    fn each_store_has_its_retrieval_mode() {
+        let body = TWO.replacen(
+            "sources = [\"acme/*\"]",
+            "sources = [\"acme/*\"]\nretrieval = \"hybrid\"\nhybrid_weight_lexical = 2",
+            1,
+        );
+        let (_dir, path) = write("s.toml", &body);
+        let engine = engine(&path).unwrap();
+        let fed = engine.federation().unwrap();
+        // Chroma cannot rank lexically: hybrid is kept as asked, and runs dense.
+        assert_eq!(fed.stores()[0].retriever.mode(), rr_core::RetrievalMode::Hybrid);
+        assert_eq!(fed.stores()[0].retriever.hybrid().weight_lexical, 2.0);
+        assert_eq!(fed.stores()[1].retriever.mode(), rr_core::RetrievalMode::Dense);
+        let bad = TWO.replacen("timeout_secs = 2.5", "timeout_secs = 2.5\nretrieval = \"bm25\"", 1);
+        let msg = build_err("s.toml", &bad);
+        assert!(msg.contains("unknown variant: found `bm25`, expected `one of `dense`, `lexical`, `hybrid``"), "{msg}");
+        let stray = TWO.replacen("timeout_secs = 2.5", "timeout_secs = 2.5\nhybrid_rrf_k = 5", 1);
+        assert_eq!(build_err("s.toml", &stray), "stores.b.hybrid_rrf_k: applies to hybrid retrieval only, not dense");
+        let zero = TWO.replacen(
+            "timeout_secs = 2.5",
+            "timeout_secs = 2.5\nretrieval = \"hybrid\"\nhybrid_weight_dense = 0\nhybrid_weight_lexical = 0",
+            1,
+        );
+        assert_eq!(
+            build_err("s.toml", &zero),
+            "stores.b.hybrid_weight_dense and stores.b.hybrid_weight_lexical cannot both be 0"
+        );
     }
 
     #[test]

@@ -37,8 +37,17 @@ fn fixture_queries() -> String {
     testdata_dir().join("eval/fixture-queries.jsonl").to_str().unwrap().to_owned()
 }
 
-/// The default comparison's pipelines over a hash-embedded store.
-const DEFAULT_ROWS: [&str; 4] = ["hash", "hash + bm25-fusion", "hash + mmr", "hash + bm25-fusion + mmr"];
+/// The default comparison's pipelines over a hash-embedded store: each
+/// mode, the default mode with each reranker, and the BM25 baseline.
+const DEFAULT_ROWS: [&str; 7] = [
+    "hash dense",
+    "hash lexical",
+    "hash hybrid",
+    "hash hybrid + bm25-fusion",
+    "hash hybrid + mmr",
+    "hash hybrid + bm25-fusion + mmr",
+    "bm25",
+];
 
 /// MRR@10 of the hash embedder without reranking on the fixture query set:
 /// the hash embedder is deterministic and the embedded store ranks exactly,
@@ -46,6 +55,9 @@ const DEFAULT_ROWS: [&str; 4] = ["hash", "hash + bm25-fusion", "hash + mmr", "ha
 /// metric does. The store uses the reference's chunking, which
 /// `docs/evaluation.md`'s fixture tables describe.
 const HASH_MRR: f64 = 0.7452380952380953;
+
+/// MRR@10 of the `bm25` baseline row on the same set (deterministic too).
+const BM25_MRR: f64 = 0.7586309523809524;
 
 #[test]
 fn eval_compares_the_default_pipelines_on_the_fixture_query_set() {
@@ -73,7 +85,7 @@ fn eval_compares_the_default_pipelines_on_the_fixture_query_set() {
         assert!(row.starts_with(&format!("| {name} | 28 | ")), "{row}");
     }
     // Metric columns are fixed by the deterministic embedder; latencies are not.
-    assert!(rows[2].starts_with("| hash | 28 | 0.745 | 0.746 | 0.518 | 0.762 | 0.887 | "), "{}", rows[2]);
+    assert!(rows[2].starts_with("| hash dense | 28 | 0.745 | 0.746 | 0.518 | 0.762 | 0.887 | "), "{}", rows[2]);
     assert!(rows[2].contains(" | – | "), "no reranker, no rerank time: {}", rows[2]);
 
     let json: Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
@@ -97,9 +109,13 @@ fn eval_compares_the_default_pipelines_on_the_fixture_query_set() {
     }
     let mrr = pipelines[0]["metrics"]["mrr@10"].as_f64().unwrap();
     assert!((mrr - HASH_MRR).abs() < 1e-12, "MRR@10 of the hash embedder moved: {mrr}");
+    let modes: Vec<&str> = pipelines.iter().map(|p| p["retrieval"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["dense", "lexical", "hybrid", "hybrid", "hybrid", "hybrid", "lexical"]);
+    let bm25 = pipelines[6]["metrics"]["mrr@10"].as_f64().unwrap();
+    assert!((bm25 - BM25_MRR).abs() < 1e-12, "MRR@10 of the bm25 baseline moved: {bm25}");
     // Each stage of a chain is timed by name.
     let stages: Vec<&str> =
-        pipelines[3]["latency_ms"]["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+        pipelines[5]["latency_ms"]["stages"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(stages, ["bm25-fusion", "mmr"]);
     // The per-query details say where the targets were found.
     let first = &pipelines[0]["per_query"][0];
@@ -136,6 +152,11 @@ embedder = {{ kind = "hash" }}
 reranker = [{{ kind = "bm25-fusion" }}, {{ kind = "mmr" }}]
 candidates = 5
 min_score = 1e9
+
+[[pipeline]]
+name = "words"
+store = "{store}"
+retrieval = "lexical"
 "#,
         store = store.display()
     );
@@ -153,15 +174,22 @@ min_score = 1e9
         json_path.to_str().unwrap(),
     ]);
     let rows: Vec<&str> = table.lines().collect();
-    assert_eq!(rows.len(), 4, "{table}");
+    assert_eq!(rows.len(), 6, "{table}");
     assert!(rows[2].starts_with("| plain | 28 | "), "{}", rows[2]);
+    assert!(rows[4].starts_with("| words | 28 | "), "{}", rows[4]);
+    assert!(rows[5].starts_with("| bm25 | 28 | "), "the baseline row comes last: {}", rows[5]);
     // A cut-off no score reaches leaves nothing: every metric is 0.
     assert!(rows[3].starts_with("| chain \\| cut | 28 | 0.000 | 0.000 | 0.000 | 0.000 | 0.000 | "), "{}", rows[3]);
     let json: Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
     assert_eq!(json["limit"], 3);
     assert_eq!(json["pipelines"][1]["candidates"], 5);
     assert_eq!(json["pipelines"][1]["rerankers"], serde_json::json!(["bm25-fusion", "mmr"]));
-    for q in json["pipelines"][0]["per_query"].as_array().unwrap() {
+    let modes: Vec<&str> =
+        json["pipelines"].as_array().unwrap().iter().map(|p| p["retrieval"].as_str().unwrap()).collect();
+    assert_eq!(modes, ["hybrid", "hybrid", "lexical", "lexical"]);
+    // Filters apply before ranking in every mode, the baseline's included.
+    let per_query = |n: usize| json["pipelines"][n]["per_query"].as_array().unwrap().clone();
+    for q in [0, 2, 3].into_iter().flat_map(per_query) {
         let results = q["results"].as_array().unwrap();
         assert!(results.len() <= 3);
         // Line 3 filters on py/**, line 28 on internal/**.
@@ -271,7 +299,7 @@ fn eval_generate_turns_the_fixture_doc_comments_into_queries() {
     index(&out.join("corpus"), &store, &[]);
     let table =
         ok(&["eval", "--queries", out.join("queries.jsonl").to_str().unwrap(), "--store", store.to_str().unwrap()]);
-    assert!(table.lines().nth(2).unwrap().starts_with("| hash | 18 | "), "{table}");
+    assert!(table.lines().nth(2).unwrap().starts_with("| hash dense | 18 | "), "{table}");
     let small = tmp.path().join("small");
     let printed = ok(&["eval", "generate", corpus.to_str().unwrap(), "--out", small.to_str().unwrap(), "--max", "4"]);
     assert!(printed.ends_with("queries: 18 distinct, 4 kept\n"), "{printed}");

@@ -93,8 +93,9 @@ fn issue4_dry_run_writes_nothing() {
     assert!(stderr.starts_with("Error: no index at "), "{stderr}");
 }
 
-/// The embedded store with the built-in hash embedder returns what the
-/// drop-in server returns over the reference indexer's records in Chroma.
+/// The embedded store with the built-in hash embedder, in dense mode,
+/// returns what the drop-in server returns over the reference indexer's
+/// records in Chroma.
 #[tokio::test]
 async fn issue4_embedded_search_matches_the_chroma_deployment() {
     let store = tempfile::tempdir().unwrap();
@@ -115,7 +116,7 @@ async fn issue4_embedded_search_matches_the_chroma_deployment() {
             json!({"query": "client", "source": "acme/widgets@main", "limit": 3}),
         ),
     ] {
-        let local = search(store.path(), query, &extra);
+        let local = search(store.path(), query, &[&["--mode", "dense"], extra.as_slice()].concat());
         let remote = mcp.call_tool("search", args).await;
         assert_eq!(local, format!("{}\n", tool_text(&remote)), "query {query:?}");
     }
@@ -359,11 +360,17 @@ fn failure(args: &[&str]) -> (Option<i32>, String) {
 fn search_rerank_reorders_the_embedded_store() {
     let store = tempfile::tempdir().unwrap();
     index(&corpus(), store.path(), &[]);
-    let plain = search(store.path(), FUSION_QUERY, &[]);
+    let plain = search(store.path(), FUSION_QUERY, &["--mode", "dense"]);
     assert_eq!(first_file(&plain), "**File:** `internal/store/store.go#L10-L16`");
-    let fused = search(store.path(), FUSION_QUERY, &["--rerank", "bm25-fusion"]);
+    let fused = search(store.path(), FUSION_QUERY, &["--mode", "dense", "--rerank", "bm25-fusion"]);
     assert_eq!(first_file(&fused), "**File:** `src/lib.rs#L14-L28`");
     assert_eq!(fused.lines().filter(|l| l.starts_with("**File:**")).count(), 5, "{fused}");
+    // The default retrieval (hybrid) finds it first without a reranker, as lexical retrieval does.
+    assert_eq!(first_file(&search(store.path(), FUSION_QUERY, &[])), "**File:** `src/lib.rs#L14-L28`");
+    assert_eq!(
+        first_file(&search(store.path(), FUSION_QUERY, &["--mode", "lexical"])),
+        "**File:** `src/lib.rs#L14-L28`"
+    );
 
     let chained = search(store.path(), FUSION_QUERY, &["--rerank", "bm25-fusion", "--rerank", "mmr"]);
     assert_eq!(first_file(&chained), "**File:** `src/lib.rs#L14-L28`");
@@ -372,6 +379,37 @@ fn search_rerank_reorders_the_embedded_store() {
     // The cut-off applies to the last stage's scores: none reaches this one.
     let cut = search(store.path(), FUSION_QUERY, &["--rerank", "bm25-fusion", "--rerank-min-score", "1e9"]);
     assert_eq!(cut, "No relevant repository content was found. Try a broader or more specific query.\n");
+}
+
+#[test]
+fn search_mode_settings_are_checked() {
+    let store = tempfile::tempdir().unwrap();
+    index(&corpus(), store.path(), &[]);
+    let dir = store.path().to_str().unwrap();
+    let (code, stderr) = failure(&["search", FUSION_QUERY, "--store", dir, "--mode", "dense", "--hybrid-rrf-k", "3"]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (Some(1), "Error: --hybrid-rrf-k: applies to hybrid retrieval only, not dense\n")
+    );
+    let (_, stderr) = failure(&[
+        "search",
+        FUSION_QUERY,
+        "--store",
+        dir,
+        "--hybrid-weight-dense",
+        "0",
+        "--hybrid-weight-lexical",
+        "0",
+    ]);
+    assert_eq!(stderr, "Error: --hybrid-weight-dense and --hybrid-weight-lexical cannot both be 0\n");
+    let (_, stderr) = failure(&["search", FUSION_QUERY, "--store", dir, "--mode", "bm25"]);
+    assert!(stderr.contains("invalid value 'bm25' for '--mode <MODE>'"), "{stderr}");
+    let weighted = search(store.path(), FUSION_QUERY, &["--hybrid-weight-dense", "0"]);
+    assert_eq!(weighted, search(store.path(), FUSION_QUERY, &["--mode", "lexical"]), "a zero dense weight is lexical");
+    let stores = store.path().join("stores.toml");
+    std::fs::write(&stores, "").unwrap();
+    let (_, stderr) = failure(&["serve", "--stores", stores.to_str().unwrap(), "--mode", "lexical"]);
+    assert_eq!(stderr, format!("Error: {}\n", repo_retriever::cli::REMOTE_MODE));
 }
 
 #[test]

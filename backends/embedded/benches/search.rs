@@ -214,6 +214,10 @@ fn query_phase(dir: &Path, n: usize) {
         .collect();
     let (p50, p99, cpu) = time_queries(|i| store.lexical_search(&texts[i], &none, K).unwrap().len());
     println!("| {n} | lexical (BM25), no filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
+    let (p50, p99, cpu) = time_queries(|i| store.lexical_search(&texts[i], &source, K).unwrap().len());
+    println!("| {n} | lexical (BM25), source filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
+    let (p50, p99, cpu) = time_queries(|i| store.hybrid_search(&texts[i], q(i), &none, K).unwrap().len());
+    println!("| {n} | hybrid (RRF), no filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
     let (p50, p99, cpu) = time_queries(|i| store.hybrid_search(&texts[i], q(i), &source, K).unwrap().len());
     println!("| {n} | hybrid (RRF), source filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
     println!(

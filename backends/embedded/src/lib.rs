@@ -54,11 +54,16 @@
 //! are many, first only those holding a rare word, proving with BM25's
 //! per-word bound that no other row can reach the top (MaxScore); the
 //! answer, scores included, is exactly that of scoring every match.
-//! [`EmbeddedStore::hybrid_search`] fuses the vector and lexical rankings by
-//! reciprocal-rank fusion: each list is taken to depth
-//! `max(k, HYBRID_MIN_DEPTH)` and a chunk scores `Σ 1 / (RRF_K + rank)` over
-//! the lists it appears in (rank from 1, `RRF_K` = 60, as in Cormack et al.),
-//! so a chunk both rankings like beats one only a single ranking loves.
+//! [`EmbeddedStore::hybrid_search_with`] fuses the vector and lexical rankings by
+//! weighted reciprocal-rank fusion ([`rr_core::retrieval`]): each list is
+//! taken to depth `max(k, depth)` and a chunk scores
+//! `Σ weight / (rrf_k + rank)` over the lists it appears in (rank from 1),
+//! so a chunk both rankings like beats one only a single ranking loves. It
+//! runs on one snapshot and reads only the `k` fused documents, which is why
+//! the store fuses itself ([`LexicalStore::hybrid_query`]) rather than
+//! letting the pipeline fuse two full answers. Through the core traits the
+//! store is a [`LexicalStore`], so the `lexical` and `hybrid` retrieval
+//! modes reach these methods.
 //!
 //! The public methods are blocking (SQLite and a CPU scan); the trait
 //! implementations run them on tokio's blocking pool. From async code, clone
@@ -83,6 +88,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rr_core::retrieval::{HybridOptions, LexicalQuery, LexicalStore};
 use rr_core::{
     BackendError, CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, SearchFilter, VectorQuery,
     VectorStore,
@@ -98,10 +104,6 @@ use index::{GroupKey, VectorIndex, source_line};
 pub const DATABASE_FILE: &str = "store.sqlite3";
 /// The largest batch [`IndexStore::max_batch_size`] announces.
 pub const MAX_BATCH_SIZE: usize = 1000;
-/// The `k` of reciprocal-rank fusion in [`EmbeddedStore::hybrid_search`].
-pub const RRF_K: f64 = 60.0;
-/// The least depth to which each ranking is read before fusion.
-pub const HYBRID_MIN_DEPTH: usize = 50;
 /// Ids read per query while listing a namespace.
 const ID_PAGE: usize = 1000;
 /// How long a write waits for another process's write to finish.
@@ -345,9 +347,8 @@ impl EmbeddedStore {
         view.fetch(&reader, &hits)
     }
 
-    /// Vector and lexical rankings fused by reciprocal-rank fusion (see the
-    /// crate docs). `distance` is the negated fused score, so lower is still
-    /// better.
+    /// [`hybrid_search_with`](Self::hybrid_search_with) with the default
+    /// weights, `k` and depth of [`HybridOptions`].
     pub fn hybrid_search(
         &self,
         query: &str,
@@ -355,12 +356,32 @@ impl EmbeddedStore {
         filter: &SearchFilter,
         k: usize,
     ) -> Result<Vec<Candidate>, EmbeddedError> {
-        let depth = k.max(HYBRID_MIN_DEPTH);
+        self.hybrid_search_with(query, embedding, filter, k, &HybridOptions::default())
+    }
+
+    /// Vector and lexical rankings fused by weighted reciprocal-rank fusion
+    /// (see the crate docs), the same order as
+    /// [`rr_core::retrieval::fuse_hybrid`] of the two rankings. `distance`
+    /// is the negated fused score, so lower is still better.
+    pub fn hybrid_search_with(
+        &self,
+        query: &str,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        k: usize,
+        options: &HybridOptions,
+    ) -> Result<Vec<Candidate>, EmbeddedError> {
+        let depth = k.max(options.depth);
         let view = self.view()?;
-        let vector = view.vector_hits(embedding, filter, depth)?;
         let mut reader = self.reader();
-        let lexical = view.lexical_hits(&mut reader, query, filter, depth)?;
-        let fused = reciprocal_rank_fusion(&[vector, lexical], k);
+        // The scan is CPU in Rust, the lexical ranking mostly SQLite: run them
+        // side by side on the same snapshot.
+        let (vector, lexical) = std::thread::scope(|scope| {
+            let vector = scope.spawn(|| view.vector_hits(embedding, filter, depth));
+            let lexical = view.lexical_hits(&mut reader, query, filter, depth);
+            (vector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), lexical)
+        });
+        let fused = hybrid_fusion(&vector?, &lexical?, options, k);
         view.fetch(&reader, &fused)
     }
 
@@ -603,6 +624,29 @@ impl EmbeddedStore {
             out.push(metadata);
         }
         out.sort_by(|a, b| a.path.cmp(&b.path).then(a.chunk_index.cmp(&b.chunk_index)));
+        Ok(out)
+    }
+
+    /// Every chunk of the store, in the order they were first written (for
+    /// baselines that rank the whole store themselves, such as `eval`'s BM25).
+    pub fn chunks(&self) -> Result<Vec<Chunk>, EmbeddedError> {
+        let err = || EmbeddedError::sqlite(READ_OPERATION);
+        let reader = self.reader();
+        let mut stmt =
+            reader.conn.prepare_cached("SELECT pk, id, document, metadata FROM chunks ORDER BY pk").map_err(err())?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get(1)?, r.get(2)?, r.get::<_, String>(3)?)))
+            .map_err(err())?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (pk, id, document, metadata) = row.map_err(err())?;
+            let metadata: Metadata = serde_json::from_str(&metadata).map_err(|e| EmbeddedError::Corrupt {
+                operation: READ_OPERATION,
+                pk,
+                detail: format!("metadata: {e}"),
+            })?;
+            out.push(Chunk { id, document, metadata });
+        }
         Ok(out)
     }
 
@@ -864,6 +908,34 @@ impl VectorStore for EmbeddedStore {
         let query = query.clone();
         self.blocking(QUERY_OPERATION, move |s| s.search(&query.embedding, &query.filter, query.n_results)).await
     }
+
+    fn lexical(&self) -> Option<&dyn LexicalStore> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl LexicalStore for EmbeddedStore {
+    async fn lexical_query(&self, query: &LexicalQuery, _ctx: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+        let query = query.clone();
+        self.blocking(QUERY_OPERATION, move |s| s.lexical_search(&query.text, &query.filter, query.n_results)).await
+    }
+
+    async fn hybrid_query(
+        &self,
+        query: &LexicalQuery,
+        embedding: &[f32],
+        options: &HybridOptions,
+        _ctx: &CallContext,
+    ) -> Option<Result<Vec<Candidate>, BackendError>> {
+        let (query, embedding, options) = (query.clone(), embedding.to_vec(), *options);
+        Some(
+            self.blocking(QUERY_OPERATION, move |s| {
+                s.hybrid_search_with(&query.text, &embedding, &query.filter, query.n_results, &options)
+            })
+            .await,
+        )
+    }
 }
 
 #[async_trait]
@@ -892,22 +964,17 @@ impl IndexStore for EmbeddedStore {
     }
 }
 
-/// Fuses rankings: `Σ 1 / (RRF_K + rank)` per pk (rank from 1), best first;
-/// ties go to the better single rank, then the smaller pk. The score is
-/// returned negated, as a distance.
-fn reciprocal_rank_fusion(rankings: &[Vec<(i64, f64)>], k: usize) -> Vec<(i64, f64)> {
-    let mut fused: HashMap<i64, (f64, usize)> = HashMap::new();
-    for ranking in rankings {
-        for (i, &(pk, _)) in ranking.iter().enumerate() {
-            let entry = fused.entry(pk).or_insert((0.0, usize::MAX));
-            entry.0 += 1.0 / (RRF_K + (i + 1) as f64);
-            entry.1 = entry.1.min(i + 1);
-        }
-    }
-    let mut out: Vec<(i64, f64, usize)> = fused.into_iter().map(|(pk, (score, best))| (pk, score, best)).collect();
-    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));
-    out.truncate(k);
-    out.into_iter().map(|(pk, score, _)| (pk, -score)).collect()
+/// The vector and lexical hits fused by [`rr_core::retrieval::reciprocal_rank_fusion`]
+/// on pks, cut to `k`; the score is returned negated, as a distance.
+fn hybrid_fusion(vector: &[(i64, f64)], lexical: &[(i64, f64)], options: &HybridOptions, k: usize) -> Vec<(i64, f64)> {
+    let pks = |hits: &[(i64, f64)]| hits.iter().map(|h| h.0).collect::<Vec<i64>>();
+    let (vector, lexical) = (pks(vector), pks(lexical));
+    let mut fused = rr_core::retrieval::reciprocal_rank_fusion(
+        &[(options.weight_dense, &vector), (options.weight_lexical, &lexical)],
+        options.rrf_k,
+    );
+    fused.truncate(k);
+    fused.into_iter().map(|(pk, score)| (pk, -score)).collect()
 }
 
 fn data_version(conn: &Connection, operation: &'static str) -> Result<i64, EmbeddedError> {
@@ -1117,8 +1184,11 @@ mod tests {
         let mut found = 0;
         for q in 0..400 {
             let query = (0..3).map(|_| words[zipf.sample(&mut rng)].as_str()).collect::<Vec<_>>().join(" ");
-            let (filter, k) =
-                if q % 2 == 0 { (SearchFilter::default(), 15) } else { (source.clone(), HYBRID_MIN_DEPTH) };
+            let (filter, k) = if q % 2 == 0 {
+                (SearchFilter::default(), 15)
+            } else {
+                (source.clone(), HybridOptions::default().depth)
+            };
             let view = store.view().unwrap();
             let mut reader = store.reader();
             let want = exhaustive_lexical_hits(&view, &mut reader, &query, &filter, k);
@@ -1158,9 +1228,14 @@ mod tests {
         // 3 is second in both; 2 is first in one and fourth in the other.
         let vector = vec![(1, 0.1), (3, 0.2), (5, 0.3), (2, 0.4)];
         let lexical = vec![(2, -9.0), (3, -8.0), (4, -1.0)];
-        let fused = reciprocal_rank_fusion(&[vector, lexical], 3);
+        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50 };
+        let fused = hybrid_fusion(&vector, &lexical, &equal, 3);
         let pks: Vec<i64> = fused.iter().map(|h| h.0).collect();
         assert_eq!(pks, [3, 2, 1]);
         assert!((fused[0].1 + 2.0 / 62.0).abs() < 1e-12);
+        // Weighting the lexical ranking 3x puts 4 (3/63) ahead of 1 (1/61).
+        let heavy = HybridOptions { weight_lexical: 3.0, ..equal };
+        let pks: Vec<i64> = hybrid_fusion(&vector, &lexical, &heavy, 4).iter().map(|h| h.0).collect();
+        assert_eq!(pks, [2, 3, 4, 1]);
     }
 }

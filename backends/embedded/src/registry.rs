@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use rr_core::registry::{FactoryContext, FactoryError};
+use rr_core::retrieval::LexicalStore;
 use rr_core::{BackendError, CallContext, Candidate, VectorQuery, VectorStore};
 use serde::Deserialize;
 use serde_json::Value;
@@ -31,6 +32,9 @@ impl VectorStore for Registered {
     }
     async fn dimension(&self, _ctx: &CallContext) -> Result<Option<usize>, BackendError> {
         Ok(self.0.dimension())
+    }
+    fn lexical(&self) -> Option<&dyn LexicalStore> {
+        Some(&self.0)
     }
 }
 

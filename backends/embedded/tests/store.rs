@@ -292,10 +292,18 @@ fn hybrid_ranking_fuses_by_reciprocal_rank() {
     let any = SearchFilter::default();
     assert_eq!(ids(&store.search(&q, &any, 4).unwrap()), ["a", "c", "d", "b"]);
     assert_eq!(ids(&store.lexical_search("zephyr quokka", &any, 4).unwrap()), ["b", "c"]);
-    // c: 1/62 + 1/62 = 0.032258 > b: 1/64 + 1/61 = 0.032018 > a: 1/61 > d: 1/63.
-    let hybrid = store.hybrid_search("zephyr quokka", &q, &any, 4).unwrap();
+    // With equal weights and k = 60: c: 1/62 + 1/62 = 0.032258 > b: 1/64 + 1/61 = 0.032018 > a: 1/61 > d: 1/63.
+    let equal = rr_core::HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50 };
+    let hybrid = store.hybrid_search_with("zephyr quokka", &q, &any, 4, &equal).unwrap();
     assert_eq!(ids(&hybrid), ["c", "b", "a", "d"]);
     assert!((hybrid[0].distance.unwrap() + 2.0 / 62.0).abs() < 1e-12);
+    // The lexical ranking weighted 3x: b: 1/64 + 3/61 = 0.064805 > c: 1/62 + 3/62 = 0.064516.
+    let heavy = rr_core::HybridOptions { weight_lexical: 3.0, ..equal };
+    assert_eq!(ids(&store.hybrid_search_with("zephyr quokka", &q, &any, 4, &heavy).unwrap()), ["b", "c", "a", "d"]);
+    // The defaults (1 and 1.5, k = 20): c: 2.5/22 = 0.113636 > b: 1/24 + 1.5/21 = 0.113095.
+    let hybrid = store.hybrid_search("zephyr quokka", &q, &any, 4).unwrap();
+    assert_eq!(ids(&hybrid), ["c", "b", "a", "d"]);
+    assert!((hybrid[0].distance.unwrap() + 2.5 / 22.0).abs() < 1e-12);
     assert_eq!(ids(&store.hybrid_search("zephyr quokka", &q, &any, 2).unwrap()), ["c", "b"]);
     // The filter applies to both rankings.
     let only_b = filter(("", "", ""), "b.txt");

@@ -4,14 +4,17 @@
 //! recall on code).
 //!
 //! Each query runs through the pipeline's steps one by one, timed:
-//! embed (with the store's query prefix) → the store's nearest neighbours
-//! through the query's filter → each rerank stage → the first `--limit`.
+//! embed (with the store's query prefix; not for lexical retrieval) → the
+//! store's dense, lexical or hybrid ranking through the query's filter →
+//! each rerank stage → the first `--limit`. Every table ends with a `bm25`
+//! row ([`bm25`]): plain Okapi BM25 over all the chunks of the store.
 //! The ranked list is scored against the query's targets ([`metrics`]).
 //! Queries run one at a time so latencies are not inflated by each other.
 //!
 //! `eval generate` builds a query set from a repository's doc comments
 //! ([`generate`]).
 
+pub mod bm25;
 pub mod generate;
 pub mod metrics;
 pub mod pipelines;
@@ -34,7 +37,8 @@ pub struct EvalCmd {
     /// The query set: JSON Lines of {"query", "source"?, "path"?, "relevant": ["path#La-Lb", …]}.
     #[arg(long, required = true)]
     pub queries: Option<PathBuf>,
-    /// A TOML file of [[pipeline]] tables to compare [default: the embedded store with each reranker].
+    /// A TOML file of [[pipeline]] tables to compare [default: the embedded store dense, lexical and
+    /// hybrid, with each reranker, and the bm25 baseline].
     #[arg(long)]
     pub pipelines: Option<PathBuf>,
     /// Store folder of the default comparison [default: $REPO_RETRIEVER_STORE or ./.repo-retriever]
@@ -88,7 +92,14 @@ pub async fn run(cmd: EvalCmd) -> Result<bool, String> {
     let built = match &cmd.pipelines {
         Some(path) => {
             let file = pipelines::read(path).map_err(|e| e.to_string())?;
-            pipelines::build(&file, &registry, &ctx).map_err(|e| e.to_string())?
+            let (mut built, baseline) = pipelines::build(&file, &registry, &ctx).map_err(|e| e.to_string())?;
+            match baseline {
+                Some(bm25) => built.push(bm25),
+                None => {
+                    eprintln!("no bm25 row: it ranks the chunks of an embedded store folder, and no pipeline reads one")
+                }
+            }
+            built
         }
         None => {
             let store = cmd.store.clone().unwrap_or_else(crate::local::default_store_dir);
@@ -143,6 +154,7 @@ pub async fn evaluate(
     Ok(PipelineReport {
         name: pipeline.name.clone(),
         stages: pipeline.stage_names(),
+        retrieval: pipeline.retrieval_ran().to_string(),
         candidates: pipeline.candidates,
         queries: outcomes,
     })

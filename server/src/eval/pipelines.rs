@@ -13,7 +13,13 @@
 //! candidates = 30                        # retrieved before reranking (default 30)
 //! min_score = 0.1                        # optional: drop results the last stage scores below this
 //! query_prefix = "query: "               # optional: default the store folder's, else "query: "
+//! retrieval = "hybrid"                   # optional: dense, lexical or hybrid (default: the store's)
+//! hybrid_weight_lexical = 2.0            # optional, hybrid only; also hybrid_weight_dense,
+//!                                        # hybrid_rrf_k, hybrid_depth
 //! ```
+//!
+//! Every comparison ends with the [`bm25`](super::bm25) baseline row over all
+//! the chunks of the first embedded store folder it reads.
 //!
 //! Stores, embedders and rerankers are built through the plugin registry by
 //! kind, with the same settings as a `serve --stores` file.
@@ -26,7 +32,10 @@ use figment::Figment;
 use figment::providers::{Format, Toml};
 use rr_core::registry::{FactoryContext, Registry};
 use rr_core::rerank::score_order;
-use rr_core::{CallContext, Candidate, Embedder, RerankChain, RerankOptions, Reranker as _, VectorQuery, VectorStore};
+use rr_core::{
+    CallContext, Candidate, Embedder, HybridOptions, RerankChain, RerankOptions, Reranker as _, RetrievalMode,
+    Retriever, VectorStore,
+};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -36,9 +45,13 @@ use crate::stores::Component;
 /// Candidates retrieved before reranking when a pipeline does not say.
 pub const DEFAULT_CANDIDATES: usize = 30;
 
-/// The rerankers the default comparison crosses the store with, as chains
-/// of registry kinds; the first, no reranker, is the baseline.
-pub const DEFAULT_CHAINS: [&[&str]; 4] = [&[], &["bm25-fusion"], &["mmr"], &["bm25-fusion", "mmr"]];
+/// The rerankers the default comparison puts after the store's default
+/// retrieval mode, as chains of registry kinds (each mode without a
+/// reranker has its own row before them).
+pub const DEFAULT_CHAINS: [&[&str]; 3] = [&["bm25-fusion"], &["mmr"], &["bm25-fusion", "mmr"]];
+
+/// The modes the default comparison runs without a reranker, in order.
+pub const DEFAULT_MODES: [RetrievalMode; 3] = [RetrievalMode::Dense, RetrievalMode::Lexical, RetrievalMode::Hybrid];
 
 /// The reranker kind added to the default comparison when its model folder is set.
 pub const CROSS_ENCODER: (&str, &str) = ("cross-encoder", "RR_CROSS_ENCODER_DIR");
@@ -58,6 +71,8 @@ pub struct Pipeline {
     pub embedder: Arc<dyn Embedder>,
     pub store: Arc<dyn VectorStore>,
     pub query_prefix: String,
+    /// The first stage: dense, lexical or hybrid.
+    pub retriever: Retriever,
     /// The rerank stages in order, with the cut-off; `None` for no reranking.
     pub reranker: Option<RerankChain>,
     pub candidates: usize,
@@ -68,6 +83,15 @@ impl Pipeline {
     pub fn stage_names(&self) -> Vec<String> {
         self.reranker.iter().flat_map(|c| c.stages()).map(|s| s.name().to_owned()).collect()
     }
+
+    /// The mode that runs: the one asked for, or dense on a store that
+    /// cannot rank lexically.
+    pub fn retrieval_ran(&self) -> RetrievalMode {
+        match self.store.lexical() {
+            Some(_) => self.retriever.mode(),
+            None => RetrievalMode::Dense,
+        }
+    }
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -76,6 +100,7 @@ impl std::fmt::Debug for Pipeline {
             .field("name", &self.name)
             .field("embedder", &self.embedder.name())
             .field("store", &self.store.name())
+            .field("retrieval", &self.retriever.mode())
             .field("reranker", &self.reranker)
             .field("candidates", &self.candidates)
             .finish()
@@ -93,9 +118,10 @@ pub struct Timings {
 }
 
 impl Pipeline {
-    /// Embeds the query (with the prefix), retrieves `candidates` through
-    /// the query's filter, reranks stage by stage, applies the cut-off and
-    /// keeps the first `limit`.
+    /// Embeds the query (with the prefix) unless the mode needs no vector,
+    /// retrieves `candidates` through the query's filter in the pipeline's
+    /// mode, reranks stage by stage, applies the cut-off and keeps the first
+    /// `limit`.
     pub async fn run(&self, query: &EvalQuery, limit: usize) -> Result<(Vec<Candidate>, Timings), PipelineError> {
         let ctx = CallContext::default();
         let failed = |step: &str, e: &dyn std::fmt::Display| {
@@ -103,14 +129,23 @@ impl Pipeline {
         };
         let started = Instant::now();
         let mut timings = Timings::default();
-        let input = [format!("{}{}", self.query_prefix, query.query)];
-        let embedding = self.embedder.embed(&input, &ctx).await.map_err(|e| failed("embed", &e))?.swap_remove(0);
+        let embedding = match self.retriever.needs_embedding(self.store.as_ref()) {
+            true => {
+                let input = [format!("{}{}", self.query_prefix, query.query)];
+                let mut vectors = self.embedder.embed(&input, &ctx).await.map_err(|e| failed("embed", &e))?;
+                Some(vectors.swap_remove(0))
+            }
+            false => None,
+        };
         timings.embed = started.elapsed();
 
         let at = Instant::now();
-        let vector_query =
-            VectorQuery { embedding, n_results: self.candidates.max(limit), filter: query.filter.clone() };
-        let candidates = self.store.query(&vector_query, &ctx).await.map_err(|e| failed("retrieve", &e))?;
+        let n_results = self.candidates.max(limit);
+        let candidates = self
+            .retriever
+            .retrieve(self.store.as_ref(), &query.query, embedding, n_results, &query.filter, &ctx)
+            .await
+            .map_err(|e| failed("retrieve", &e))?;
         timings.retrieve = at.elapsed();
 
         let mut results = match &self.reranker {
@@ -149,27 +184,42 @@ pub async fn rerank_in_stages(
 }
 
 /// The default comparison: the embedded store at `store_dir` with its own
-/// embedder, crossed with [`DEFAULT_CHAINS`] (and the cross-encoder when
-/// `RR_CROSS_ENCODER_DIR` is set). Chains with a kind this binary does not
-/// register are left out; their names are returned as the second value.
+/// embedder in each of [`DEFAULT_MODES`], then its default mode crossed with
+/// [`DEFAULT_CHAINS`] (and the cross-encoder when `RR_CROSS_ENCODER_DIR` is
+/// set), then the [`bm25`](super::bm25) baseline. Chains with a kind this
+/// binary does not register are left out; their names are returned as the
+/// second value.
 pub fn defaults(
     store_dir: &Path,
     registry: &Registry,
     ctx: &FactoryContext,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Vec<Pipeline>, Vec<String>), PipelineError> {
-    let crate::local::OpenStore { embedder, store, settings } =
-        crate::local::open(store_dir).map_err(|e| err(e.to_string()))?;
+    let open = crate::local::open(store_dir).map_err(|e| err(e.to_string()))?;
+    let crate::local::OpenStore { embedder, store, settings } = &open;
     let mut chains: Vec<Vec<&str>> = DEFAULT_CHAINS.iter().map(|c| c.to_vec()).collect();
     if env(CROSS_ENCODER.1).is_some_and(|v| !v.is_empty()) {
         chains.push(vec![CROSS_ENCODER.0]);
     }
     let known = registry.names(rr_core::PluginKind::Reranker);
-    let mut pipelines = Vec::new();
+    let pipeline = |name: String, mode: RetrievalMode, reranker: Option<RerankChain>| Pipeline {
+        name,
+        embedder: embedder.clone(),
+        store: store.clone(),
+        query_prefix: settings.query_prefix.clone(),
+        retriever: Retriever::new(mode, HybridOptions::default()),
+        reranker,
+        candidates: DEFAULT_CANDIDATES,
+    };
+    let mut pipelines: Vec<Pipeline> =
+        DEFAULT_MODES.iter().map(|&mode| pipeline(format!("{} {mode}", settings.embedder), mode, None)).collect();
+    let mode = RetrievalMode::default_for(store.as_ref());
     let mut missing = Vec::new();
     for chain in chains {
-        let name = std::iter::once(settings.embedder.as_str()).chain(chain.iter().copied()).collect::<Vec<_>>();
-        let name = name.join(" + ");
+        let name = std::iter::once(format!("{} {mode}", settings.embedder))
+            .chain(chain.iter().map(|k| (*k).to_owned()))
+            .collect::<Vec<_>>()
+            .join(" + ");
         if chain.iter().any(|kind| !known.contains(kind)) {
             missing.push(name);
             continue;
@@ -182,16 +232,25 @@ pub fn defaults(
                     .map_err(|e| err(format!("{name}: {e}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        pipelines.push(Pipeline {
-            name,
-            embedder: embedder.clone(),
-            store: store.clone(),
-            query_prefix: settings.query_prefix.clone(),
-            reranker: RerankChain::new(stages).ok(),
-            candidates: DEFAULT_CANDIDATES,
-        });
+        pipelines.push(pipeline(name, mode, RerankChain::new(stages).ok()));
     }
+    pipelines.push(bm25_baseline(&open)?);
     Ok((pipelines, missing))
+}
+
+/// The [`bm25`](super::bm25) row over every chunk of `open`'s store.
+pub fn bm25_baseline(open: &crate::local::OpenStore) -> Result<Pipeline, PipelineError> {
+    let chunks = open.store.chunks().map_err(|e| err(format!("{}: {e}", super::bm25::NAME)))?;
+    Ok(Pipeline {
+        name: super::bm25::NAME.into(),
+        // Never called: the lexical mode of a lexical store embeds nothing.
+        embedder: open.embedder.clone(),
+        store: Arc::new(super::bm25::Bm25Index::new(chunks)),
+        query_prefix: String::new(),
+        retriever: Retriever::new(RetrievalMode::Lexical, HybridOptions::default()),
+        reranker: None,
+        candidates: DEFAULT_CANDIDATES,
+    })
 }
 
 /// A pipeline's `store`: a folder, or a registry component.
@@ -226,6 +285,16 @@ pub struct PipelineSpec {
     pub min_score: Option<f64>,
     #[serde(default)]
     pub query_prefix: Option<String>,
+    #[serde(default)]
+    pub retrieval: Option<RetrievalMode>,
+    #[serde(default)]
+    pub hybrid_weight_dense: Option<f64>,
+    #[serde(default)]
+    pub hybrid_weight_lexical: Option<f64>,
+    #[serde(default)]
+    pub hybrid_rrf_k: Option<f64>,
+    #[serde(default)]
+    pub hybrid_depth: Option<usize>,
 }
 
 /// The whole pipelines file.
@@ -251,22 +320,42 @@ pub fn read(path: &Path) -> Result<PipelinesFile, PipelineError> {
     Ok(file)
 }
 
-/// Builds every pipeline of a file, with `registry`'s kinds.
-pub fn build(file: &PipelinesFile, registry: &Registry, ctx: &FactoryContext) -> Result<Vec<Pipeline>, PipelineError> {
+/// Builds every pipeline of a file, with `registry`'s kinds, and the
+/// [`bm25`](super::bm25) baseline over the first embedded store folder a
+/// pipeline reads (`None` when none does).
+pub fn build(
+    file: &PipelinesFile,
+    registry: &Registry,
+    ctx: &FactoryContext,
+) -> Result<(Vec<Pipeline>, Option<Pipeline>), PipelineError> {
     let mut names = std::collections::HashSet::new();
-    file.pipeline
-        .iter()
-        .enumerate()
-        .map(|(i, spec)| {
-            if !names.insert(spec.name.as_str()) {
-                return Err(err(format!("pipeline[{i}]: the name {:?} is used twice", spec.name)));
-            }
-            build_one(spec, registry, ctx).map_err(|e| err(format!("pipeline[{i}] {:?}: {e}", spec.name)))
-        })
-        .collect()
+    let mut baseline = None;
+    let mut pipelines = Vec::with_capacity(file.pipeline.len());
+    for (i, spec) in file.pipeline.iter().enumerate() {
+        if !names.insert(spec.name.as_str()) {
+            return Err(err(format!("pipeline[{i}]: the name {:?} is used twice", spec.name)));
+        }
+        if spec.name == super::bm25::NAME {
+            return Err(err(format!("pipeline[{i}]: the name {:?} is the baseline row's", spec.name)));
+        }
+        let (pipeline, own) =
+            build_one(spec, registry, ctx).map_err(|e| err(format!("pipeline[{i}] {:?}: {e}", spec.name)))?;
+        if baseline.is_none()
+            && let Some(own) = own
+        {
+            baseline = Some(bm25_baseline(&own)?);
+        }
+        pipelines.push(pipeline);
+    }
+    Ok((pipelines, baseline))
 }
 
-fn build_one(spec: &PipelineSpec, registry: &Registry, ctx: &FactoryContext) -> Result<Pipeline, PipelineError> {
+/// One pipeline, and the store folder it reads when it is one.
+fn build_one(
+    spec: &PipelineSpec,
+    registry: &Registry,
+    ctx: &FactoryContext,
+) -> Result<(Pipeline, Option<crate::local::OpenStore>), PipelineError> {
     if spec.name.trim().is_empty() {
         return Err(err("name: must be non-empty"));
     }
@@ -280,18 +369,24 @@ fn build_one(spec: &PipelineSpec, registry: &Registry, ctx: &FactoryContext) -> 
         StoreSpec::Component(_) => None,
     };
     let own = match &folder {
-        Some(dir) if spec.embedder.is_none() || spec.query_prefix.is_none() => {
-            Some(crate::local::open(dir).map_err(|e| err(format!("store: {e}")))?)
-        }
-        _ => None,
+        Some(dir) => Some(crate::local::open(dir).map_err(|e| err(format!("store: {e}")))?),
+        None => None,
     };
     let store: Arc<dyn VectorStore> = match (&spec.store, &own) {
         (StoreSpec::Folder(_), Some(own)) => own.store.clone(),
-        (StoreSpec::Folder(dir), None) => crate::local::open(dir).map_err(|e| err(format!("store: {e}")))?.store,
-        (StoreSpec::Component(c), _) => {
+        (StoreSpec::Component(c), _) if c.kind != "embedded" || own.is_some() => {
             registry.store(&c.kind, &component(c), ctx).map_err(|e| err(format!("store: {e}")))?
         }
+        _ => return Err(err("store: an embedded store needs a path")),
     };
+    let choice = crate::local::RetrievalChoice {
+        mode: spec.retrieval,
+        weight_dense: spec.hybrid_weight_dense,
+        weight_lexical: spec.hybrid_weight_lexical,
+        rrf_k: spec.hybrid_rrf_k,
+        depth: spec.hybrid_depth,
+    };
+    let (mode, hybrid) = choice.resolve(store.as_ref(), |key| format!("hybrid_{key}")).map_err(err)?;
     let embedder = match (&spec.embedder, &own) {
         (Some(c), _) => registry.embedder(&c.kind, &component(c), ctx).map_err(|e| err(format!("embedder: {e}")))?,
         (None, Some(own)) => own.embedder.clone(),
@@ -323,7 +418,8 @@ fn build_one(spec: &PipelineSpec, registry: &Registry, ctx: &FactoryContext) -> 
         return Err(err("min_score: must be a number"));
     }
     let reranker = RerankChain::new(stages).ok().map(|c| c.with_min_score(spec.min_score));
-    Ok(Pipeline { name: spec.name.clone(), embedder, store, query_prefix, reranker, candidates })
+    let retriever = Retriever::new(mode, hybrid);
+    Ok((Pipeline { name: spec.name.clone(), embedder, store, query_prefix, retriever, reranker, candidates }, own))
 }
 
 #[cfg(test)]
@@ -336,7 +432,7 @@ mod tests {
         std::fs::write(&path, body).unwrap();
         let file = read(&path).map_err(|e| e.to_string().replace(&path.display().to_string(), "P"))?;
         let registry = Registry::builtin().unwrap();
-        build(&file, &registry, &FactoryContext::new("test")).map_err(|e| e.to_string())
+        build(&file, &registry, &FactoryContext::new("test")).map(|(p, _)| p).map_err(|e| e.to_string())
     }
 
     const CHROMA: &str = r#"store = { kind = "chroma", url = "http://127.0.0.1:1", collection = "c" }"#;

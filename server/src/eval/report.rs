@@ -26,6 +26,9 @@ pub struct PipelineReport {
     pub name: String,
     /// The names of the rerank stages, in order (empty: no reranker).
     pub stages: Vec<String>,
+    /// The retrieval mode that ran (`dense` for a store asked for another
+    /// mode that cannot rank lexically).
+    pub retrieval: String,
     pub candidates: usize,
     pub queries: Vec<QueryOutcome>,
 }
@@ -160,6 +163,7 @@ pub fn to_json(reports: &[PipelineReport], queries_file: &str, limit: usize) -> 
             json!({
                 "name": r.name,
                 "queries": r.queries.len(),
+                "retrieval": r.retrieval,
                 "candidates": r.candidates,
                 "rerankers": r.stages,
                 "metrics": metrics,
@@ -209,12 +213,14 @@ mod tests {
         let plain = PipelineReport {
             name: "hash".into(),
             stages: Vec::new(),
+            retrieval: "dense".into(),
             candidates: 30,
             queries: vec![outcome(1.0, 4, None), outcome(0.5, 8, None)],
         };
         let fused = PipelineReport {
             name: "hash + bm25-fusion".into(),
             stages: vec!["bm25-fusion".into()],
+            retrieval: "hybrid".into(),
             candidates: 30,
             queries: vec![outcome(0.0, 5, Some(1)), outcome(0.25, 6, Some(3))],
         };
@@ -232,6 +238,10 @@ mod tests {
         );
         let json = to_json(&[plain, fused], "q.jsonl", 10);
         assert_eq!(json["pipelines"][0]["metrics"]["mrr@10"], 0.75);
+        assert_eq!(
+            (&json["pipelines"][0]["retrieval"], &json["pipelines"][1]["retrieval"]),
+            (&json!("dense"), &json!("hybrid"))
+        );
         assert_eq!(
             json["pipelines"][1]["latency_ms"]["stages"][0],
             json!({"name": "bm25-fusion", "p50": 1.0, "p99": 3.0})

@@ -1,0 +1,471 @@
+//! The first stage of the pipeline: how a store ranks its candidates.
+//!
+//! Three modes:
+//!
+//! * `dense`: nearest neighbours of the query's embedding
+//!   ([`VectorStore::query`]), what every store can do.
+//! * `lexical`: the store's own ranking by the query's words
+//!   ([`LexicalStore::lexical_query`]); no embedding is made.
+//! * `hybrid`: both full rankings, each read to [`HybridOptions::depth`]
+//!   candidates, fused by weighted reciprocal-rank fusion: a chunk scores
+//!   `weight_dense / (k + rank_dense) + weight_lexical / (k + rank_lexical)`
+//!   over the lists it is in (ranks from 1). A store may fuse inside itself
+//!   ([`LexicalStore::hybrid_query`]) when it can do so more cheaply; the
+//!   answer must be the same.
+//!
+//! A store says it can rank lexically by returning itself from
+//! [`VectorStore::lexical`]; no caller downcasts. Asked for `lexical` or
+//! `hybrid`, a store that cannot runs `dense`, and the [`Retriever`] says so
+//! once in the log (a warning per retriever, not per query). Filters apply
+//! before ranking in every mode, as the traits require.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use async_trait::async_trait;
+
+use crate::error::BackendError;
+use crate::filter::SearchFilter;
+use crate::record::Candidate;
+use crate::traits::{CallContext, VectorQuery, VectorStore};
+
+/// How the first stage ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RetrievalMode {
+    /// Nearest neighbours of the query embedding.
+    #[default]
+    Dense,
+    /// The store's ranking by the query's words.
+    Lexical,
+    /// Dense and lexical fused by reciprocal rank.
+    Hybrid,
+}
+
+/// The mode of a store that can rank lexically and was given none: the one
+/// that measured best on the evaluation sets (docs/evaluation.md). Stores
+/// that cannot rank lexically default to [`RetrievalMode::Dense`].
+pub const DEFAULT_LEXICAL_CAPABLE_MODE: RetrievalMode = RetrievalMode::Hybrid;
+
+/// The names `--mode` and the `retrieval` keys accept, in order.
+pub const MODE_NAMES: [&str; 3] = ["dense", "lexical", "hybrid"];
+
+impl RetrievalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RetrievalMode::Dense => "dense",
+            RetrievalMode::Lexical => "lexical",
+            RetrievalMode::Hybrid => "hybrid",
+        }
+    }
+
+    /// The default mode for `store`: [`DEFAULT_LEXICAL_CAPABLE_MODE`] when it
+    /// can rank lexically, else dense.
+    pub fn default_for(store: &dyn VectorStore) -> Self {
+        if store.lexical().is_some() { DEFAULT_LEXICAL_CAPABLE_MODE } else { RetrievalMode::Dense }
+    }
+
+    /// Whether this mode needs the query's embedding from `store`.
+    pub fn needs_embedding(self, store: &dyn VectorStore) -> bool {
+        self != RetrievalMode::Lexical || store.lexical().is_none()
+    }
+}
+
+impl std::fmt::Display for RetrievalMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for RetrievalMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "dense" => Ok(RetrievalMode::Dense),
+            "lexical" => Ok(RetrievalMode::Lexical),
+            "hybrid" => Ok(RetrievalMode::Hybrid),
+            other => Err(format!("unknown retrieval mode \"{other}\"; valid modes: {}", MODE_NAMES.join(", "))),
+        }
+    }
+}
+
+/// The weights of hybrid fusion.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HybridOptions {
+    /// Weight of the dense ranking.
+    pub weight_dense: f64,
+    /// Weight of the lexical ranking.
+    pub weight_lexical: f64,
+    /// The `k` of reciprocal-rank fusion: larger flattens the first ranks' lead.
+    pub rrf_k: f64,
+    /// Candidates read from each ranking before fusion (at least the
+    /// number asked for).
+    pub depth: usize,
+}
+
+/// Defaults of [`HybridOptions`], chosen on the evaluation sets
+/// (docs/evaluation.md): with the `hash` embedder, equal weights let
+/// chunks that both rankings place in the middle push an exact identifier
+/// or phrase match out of the top 5; weighting the lexical ranking 1.5× and
+/// a sharper `k` of 20 keep such hits on top without losing the dense
+/// ranking's gains on doc-comment queries.
+pub const DEFAULT_WEIGHT_DENSE: f64 = 1.0;
+pub const DEFAULT_WEIGHT_LEXICAL: f64 = 1.5;
+pub const DEFAULT_RRF_K: f64 = 20.0;
+pub const DEFAULT_HYBRID_DEPTH: usize = 50;
+
+impl Default for HybridOptions {
+    fn default() -> Self {
+        HybridOptions {
+            weight_dense: DEFAULT_WEIGHT_DENSE,
+            weight_lexical: DEFAULT_WEIGHT_LEXICAL,
+            rrf_k: DEFAULT_RRF_K,
+            depth: DEFAULT_HYBRID_DEPTH,
+        }
+    }
+}
+
+impl HybridOptions {
+    /// Refuses weights that would make the fused order meaningless; `key`
+    /// names each setting as the operator wrote it (`--hybrid-rrf-k`).
+    pub fn validate(&self, key: impl Fn(&str) -> String) -> Result<(), String> {
+        for (name, value) in [("weight_dense", self.weight_dense), ("weight_lexical", self.weight_lexical)] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(format!("{}: must be a non-negative number, not {value}", key(name)));
+            }
+        }
+        if self.weight_dense == 0.0 && self.weight_lexical == 0.0 {
+            return Err(format!("{} and {} cannot both be 0", key("weight_dense"), key("weight_lexical")));
+        }
+        if !(self.rrf_k.is_finite() && self.rrf_k > 0.0) {
+            return Err(format!("{}: must be a positive number, not {}", key("rrf_k"), self.rrf_k));
+        }
+        if self.depth == 0 {
+            return Err(format!("{}: must be at least 1", key("depth")));
+        }
+        Ok(())
+    }
+}
+
+/// One lexical query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LexicalQuery {
+    /// The user's query, without any model prefix.
+    pub text: String,
+    pub n_results: usize,
+    pub filter: SearchFilter,
+}
+
+/// A store that can rank chunks by the query's words.
+///
+/// Implementors must apply the filter before ranking and return candidates
+/// best first, as [`VectorStore::query`] does. The caller guarantees
+/// `n_results >= 1`.
+#[async_trait]
+pub trait LexicalStore: Send + Sync {
+    /// The `n_results` chunks passing the filter that best match the words.
+    async fn lexical_query(&self, query: &LexicalQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError>;
+
+    /// Dense and lexical fused inside the store, when it can do that more
+    /// cheaply than two queries (one snapshot, fewer documents read). `None`:
+    /// the caller fuses [`VectorStore::query`] and
+    /// [`lexical_query`](Self::lexical_query) itself. An answer must equal
+    /// [`fuse_hybrid`] of those two lists.
+    async fn hybrid_query(
+        &self,
+        _query: &LexicalQuery,
+        _embedding: &[f32],
+        _options: &HybridOptions,
+        _ctx: &CallContext,
+    ) -> Option<Result<Vec<Candidate>, BackendError>> {
+        None
+    }
+}
+
+/// Weighted reciprocal-rank fusion of rankings given as keys, best first:
+/// `Σ weight / (k + rank)` (rank from 1). Equal scores keep first-seen order
+/// (list order, then rank). Returns each key with its fused score.
+pub fn reciprocal_rank_fusion<K: Clone + Eq + Hash>(rankings: &[(f64, &[K])], k: f64) -> Vec<(K, f64)> {
+    let mut index: HashMap<&K, usize> = HashMap::new();
+    let mut fused: Vec<(K, f64)> = Vec::new();
+    // A ranking of weight 0 is ignored, so its keys do not trail with a score of 0.
+    for (weight, ranking) in rankings.iter().filter(|(w, _)| *w != 0.0) {
+        for (i, key) in ranking.iter().enumerate() {
+            let score = weight / (k + (i + 1) as f64);
+            match index.get(key) {
+                Some(&at) => fused[at].1 += score,
+                None => {
+                    index.insert(key, fused.len());
+                    fused.push((key.clone(), score));
+                }
+            }
+        }
+    }
+    // Stable: equal scores keep first-seen order.
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1));
+    fused
+}
+
+/// The key under which lists are fused: the chunk id, or its file and lines
+/// when a store gives none.
+pub fn fusion_key(candidate: &Candidate) -> String {
+    if candidate.chunk.id.is_empty() {
+        let m = &candidate.chunk.metadata;
+        format!("{}{}", m.file_key(), m.line_anchor())
+    } else {
+        candidate.chunk.id.clone()
+    }
+}
+
+/// Candidate lists fused by [`reciprocal_rank_fusion`] on [`fusion_key`],
+/// each with its weight. The results carry no distance: fused scores are
+/// not distances.
+pub fn fuse_candidates(lists: &[(f64, &[Candidate])], k: f64) -> Vec<Candidate> {
+    let keys: Vec<Vec<String>> = lists.iter().map(|(_, l)| l.iter().map(fusion_key).collect()).collect();
+    let mut first: HashMap<&str, &Candidate> = HashMap::new();
+    for ((_, list), keys) in lists.iter().zip(&keys) {
+        for (c, key) in list.iter().zip(keys) {
+            first.entry(key.as_str()).or_insert(c);
+        }
+    }
+    let rankings: Vec<(f64, &[String])> = lists.iter().zip(&keys).map(|((w, _), k)| (*w, k.as_slice())).collect();
+    reciprocal_rank_fusion(&rankings, k)
+        .into_iter()
+        .map(|(key, _)| Candidate { chunk: first[key.as_str()].chunk.clone(), distance: None })
+        .collect()
+}
+
+/// The hybrid answer from the two full rankings, cut to `n_results`.
+pub fn fuse_hybrid(
+    dense: &[Candidate],
+    lexical: &[Candidate],
+    options: &HybridOptions,
+    n_results: usize,
+) -> Vec<Candidate> {
+    let mut fused = fuse_candidates(&[(options.weight_dense, dense), (options.weight_lexical, lexical)], options.rrf_k);
+    fused.truncate(n_results);
+    fused
+}
+
+/// One store's first stage: its mode and hybrid weights, and whether it has
+/// already said that it cannot rank lexically.
+#[derive(Debug)]
+pub struct Retriever {
+    mode: RetrievalMode,
+    hybrid: HybridOptions,
+    warned: AtomicBool,
+}
+
+impl Clone for Retriever {
+    fn clone(&self) -> Self {
+        Retriever::new(self.mode, self.hybrid)
+    }
+}
+
+impl PartialEq for Retriever {
+    fn eq(&self, other: &Self) -> bool {
+        self.mode == other.mode && self.hybrid == other.hybrid
+    }
+}
+
+impl Default for Retriever {
+    fn default() -> Self {
+        Retriever::new(RetrievalMode::Dense, HybridOptions::default())
+    }
+}
+
+impl Retriever {
+    pub fn new(mode: RetrievalMode, hybrid: HybridOptions) -> Self {
+        Retriever { mode, hybrid, warned: AtomicBool::new(false) }
+    }
+
+    /// The mode asked for (a store that cannot rank lexically still runs dense).
+    pub fn mode(&self) -> RetrievalMode {
+        self.mode
+    }
+
+    pub fn hybrid(&self) -> &HybridOptions {
+        &self.hybrid
+    }
+
+    /// Whether [`retrieve`](Self::retrieve) on `store` needs an embedding.
+    pub fn needs_embedding(&self, store: &dyn VectorStore) -> bool {
+        self.mode.needs_embedding(store)
+    }
+
+    /// The first `n_results` candidates of `store` passing `filter`, ranked
+    /// by this retriever's mode. `embedding` must be given when
+    /// [`needs_embedding`](Self::needs_embedding) says so; `text` is the
+    /// query without prefix.
+    pub async fn retrieve(
+        &self,
+        store: &dyn VectorStore,
+        text: &str,
+        embedding: Option<Vec<f32>>,
+        n_results: usize,
+        filter: &SearchFilter,
+        ctx: &CallContext,
+    ) -> Result<Vec<Candidate>, BackendError> {
+        let lexical = match (self.mode, store.lexical()) {
+            (RetrievalMode::Dense, _) => None,
+            (mode, None) => {
+                if !self.warned.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        store = store.name(),
+                        mode = mode.as_str(),
+                        "the store cannot rank lexically; running dense retrieval"
+                    );
+                }
+                None
+            }
+            (mode, Some(lexical)) => Some((mode, lexical)),
+        };
+        let dense = |embedding: Option<Vec<f32>>, n_results: usize| {
+            let query = VectorQuery { embedding: embedding.unwrap_or_default(), n_results, filter: filter.clone() };
+            async move { store.query(&query, ctx).await }
+        };
+        let Some((mode, lexical)) = lexical else { return dense(embedding, n_results).await };
+        if mode == RetrievalMode::Lexical {
+            let query = LexicalQuery { text: text.to_owned(), n_results, filter: filter.clone() };
+            return lexical.lexical_query(&query, ctx).await;
+        }
+        let depth = self.hybrid.depth.max(n_results);
+        let embedding = embedding.unwrap_or_default();
+        let query = LexicalQuery { text: text.to_owned(), n_results, filter: filter.clone() };
+        if let Some(answer) = lexical.hybrid_query(&query, &embedding, &self.hybrid, ctx).await {
+            return answer;
+        }
+        let deep = LexicalQuery { n_results: depth, ..query };
+        let (dense, words) = futures::join!(dense(Some(embedding), depth), lexical.lexical_query(&deep, ctx));
+        Ok(fuse_hybrid(&dense?, &words?, &self.hybrid, n_results))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{Chunk, Metadata};
+    use std::sync::Mutex;
+
+    fn cand(id: &str) -> Candidate {
+        Candidate {
+            chunk: Chunk {
+                id: id.into(),
+                document: format!("Source: o/r@b:{id}.rs\n\nbody {id}"),
+                metadata: Metadata { path: format!("{id}.rs"), ..Default::default() },
+            },
+            distance: Some(0.5),
+        }
+    }
+
+    fn ids(list: &[Candidate]) -> Vec<&str> {
+        list.iter().map(|c| c.chunk.id.as_str()).collect()
+    }
+
+    #[test]
+    fn weighted_fusion_prefers_agreement_and_honours_weights() {
+        let (a, b) = (["1", "3", "5", "2"], ["2", "3", "4"]);
+        // 3: 1/62 + 1/62; 2: 1/64 + 1/61; 1: 1/61; 5 and 4 tie at 1/63, first seen first.
+        let fused = reciprocal_rank_fusion(&[(1.0, &a[..]), (1.0, &b[..])], 60.0);
+        let order: Vec<&str> = fused.iter().map(|(k, _)| *k).collect();
+        assert_eq!(order, ["3", "2", "1", "5", "4"]);
+        assert!((fused[0].1 - 2.0 / 62.0).abs() < 1e-12);
+        // The second list weighted 3x: 2 (1/64 + 3/61) passes 3 (4/62), and 4 (3/63) passes 1 (1/61).
+        let fused = reciprocal_rank_fusion(&[(1.0, &a[..]), (3.0, &b[..])], 60.0);
+        let order: Vec<&str> = fused.iter().map(|(k, _)| *k).collect();
+        assert_eq!(order, ["2", "3", "4", "1", "5"]);
+        // Equal scores keep first-seen order.
+        let fused = reciprocal_rank_fusion(&[(1.0, &["x", "y"][..]), (1.0, &["y", "x"][..])], 60.0);
+        assert_eq!(fused.iter().map(|(k, _)| *k).collect::<Vec<_>>(), ["x", "y"]);
+        // A ranking of weight 0 contributes no keys.
+        let fused = reciprocal_rank_fusion(&[(0.0, &a[..]), (1.0, &b[..])], 60.0);
+        assert_eq!(fused.iter().map(|(k, _)| *k).collect::<Vec<_>>(), ["2", "3", "4"]);
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        for name in MODE_NAMES {
+            assert_eq!(name.parse::<RetrievalMode>().unwrap().as_str(), name);
+        }
+        assert_eq!(
+            "bm25".parse::<RetrievalMode>().unwrap_err(),
+            "unknown retrieval mode \"bm25\"; valid modes: dense, lexical, hybrid"
+        );
+        let key = |k: &str| format!("--hybrid-{k}");
+        let bad = HybridOptions { weight_dense: 0.0, weight_lexical: 0.0, ..Default::default() };
+        assert_eq!(
+            bad.validate(key).unwrap_err(),
+            "--hybrid-weight_dense and --hybrid-weight_lexical cannot both be 0"
+        );
+        let bad = HybridOptions { rrf_k: 0.0, ..Default::default() };
+        assert_eq!(bad.validate(key).unwrap_err(), "--hybrid-rrf_k: must be a positive number, not 0");
+        assert!(HybridOptions::default().validate(key).is_ok());
+    }
+
+    /// A store answering dense and lexical queries from fixed lists, and
+    /// recording what it was asked.
+    struct Both {
+        dense: Vec<Candidate>,
+        words: Option<Vec<Candidate>>,
+        asked: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl VectorStore for Both {
+        fn name(&self) -> &str {
+            "both"
+        }
+        async fn query(&self, q: &VectorQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+            self.asked.lock().unwrap().push(format!("dense {} {}", q.n_results, q.embedding.len()));
+            Ok(self.dense.iter().take(q.n_results).cloned().collect())
+        }
+        fn lexical(&self) -> Option<&dyn LexicalStore> {
+            self.words.as_ref().map(|_| self as &dyn LexicalStore)
+        }
+    }
+
+    #[async_trait]
+    impl LexicalStore for Both {
+        async fn lexical_query(&self, q: &LexicalQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+            self.asked.lock().unwrap().push(format!("lexical {} {}", q.n_results, q.text));
+            Ok(self.words.iter().flatten().take(q.n_results).cloned().collect())
+        }
+    }
+
+    async fn run(store: &Both, mode: RetrievalMode, n: usize) -> Vec<String> {
+        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 3 };
+        let retriever = Retriever::new(mode, equal);
+        let embedding = retriever.needs_embedding(store).then(|| vec![1.0]);
+        let got = retriever
+            .retrieve(store, "find x", embedding, n, &SearchFilter::default(), &CallContext::default())
+            .await
+            .unwrap();
+        ids(&got).into_iter().map(str::to_owned).collect()
+    }
+
+    #[tokio::test]
+    async fn each_mode_asks_the_store_for_its_ranking() {
+        let lexical = Some(vec![cand("c"), cand("b"), cand("d")]);
+        let store = Both { dense: vec![cand("a"), cand("b"), cand("c")], words: lexical, asked: Mutex::default() };
+        assert_eq!(run(&store, RetrievalMode::Dense, 2).await, ["a", "b"]);
+        assert_eq!(run(&store, RetrievalMode::Lexical, 2).await, ["c", "b"]);
+        // c: 1/63 + 1/61 just beats b: 1/62 + 1/62; a: 1/61. Both lists are read to depth 3.
+        assert_eq!(run(&store, RetrievalMode::Hybrid, 2).await, ["c", "b"]);
+        assert_eq!(
+            store.asked.lock().unwrap().as_slice(),
+            ["dense 2 1", "lexical 2 find x", "dense 3 1", "lexical 3 find x"]
+        );
+        assert!(!RetrievalMode::Lexical.needs_embedding(&store));
+    }
+
+    #[tokio::test]
+    async fn a_store_that_cannot_rank_lexically_runs_dense() {
+        let store = Both { dense: vec![cand("a"), cand("b")], words: None, asked: Mutex::default() };
+        assert_eq!(RetrievalMode::default_for(&store), RetrievalMode::Dense);
+        assert!(RetrievalMode::Lexical.needs_embedding(&store));
+        assert_eq!(run(&store, RetrievalMode::Lexical, 5).await, ["a", "b"]);
+        assert_eq!(run(&store, RetrievalMode::Hybrid, 1).await, ["a"]);
+        assert_eq!(store.asked.lock().unwrap().as_slice(), ["dense 5 1", "dense 1 1"]);
+    }
+}
