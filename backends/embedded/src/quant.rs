@@ -191,87 +191,76 @@ impl Query {
     ) {
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = pulp::x86::V3::try_new() {
+            let query: Vec<std::arch::x86_64::__m256i> = self.coarse.iter().map(|q| pulp::cast(*q)).collect();
             return simd.vectorize(
                 #[inline(always)]
-                || self.coarse_scan_avx2(simd, layout, codes, factors, slots, keep, visit),
+                || self.scan_rows(layout, codes, factors, slots, keep, visit, |row| coarse_dot_avx2(simd, &query, row)),
             );
         }
-        self.coarse_scan_portable(layout, codes, factors, slots, keep, visit)
+        self.scan_rows(layout, codes, factors, slots, keep, visit, |row| self.coarse_dot_portable(row))
     }
 
-    #[cfg(target_arch = "x86_64")]
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    fn coarse_scan_avx2(
+    fn scan_rows(
         &self,
-        simd: pulp::x86::V3,
         layout: Layout,
         codes: &[u8],
         factors: &[Factors],
         slots: std::ops::Range<usize>,
         keep: impl Fn(usize) -> bool,
         mut visit: impl FnMut(usize, f32),
+        dot: impl Fn(&[u8]) -> i32,
     ) {
-        use std::arch::x86_64::__m256i;
-        let (avx, avx2) = (simd.avx, simd.avx2);
-        let query: Vec<__m256i> = self.coarse.iter().map(|q| pulp::cast(*q)).collect();
-        let mask = avx._mm256_set1_epi8(3);
-        let ones = avx._mm256_set1_epi16(1);
         let bytes = layout.coarse_bytes();
         for slot in slots {
-            if !keep(slot) {
-                continue;
+            if keep(slot) {
+                let dot = dot(&codes[slot * bytes..(slot + 1) * bytes]) as f32;
+                visit(slot, (dot - self.offset) * self.unscale * factors[slot].coarse);
             }
-            let row = &codes[slot * bytes..(slot + 1) * bytes];
-            let mut acc = avx._mm256_setzero_si256();
-            for (block, q) in row.chunks_exact(BLOCK).zip(query.chunks_exact(4)) {
-                let block: [u8; BLOCK] = block.try_into().expect("block of 32 bytes");
-                let x: __m256i = pulp::cast(block);
-                // Codes 0..=3 times query bytes, pairs summed into i16 (at
-                // most 2 · 3 · 127 each, four of them per block: no overflow).
-                let c0 = avx2._mm256_and_si256(x, mask);
-                let c1 = avx2._mm256_and_si256(avx2._mm256_srli_epi16::<2>(x), mask);
-                let c2 = avx2._mm256_and_si256(avx2._mm256_srli_epi16::<4>(x), mask);
-                let c3 = avx2._mm256_and_si256(avx2._mm256_srli_epi16::<6>(x), mask);
-                let s01 =
-                    avx2._mm256_add_epi16(avx2._mm256_maddubs_epi16(c0, q[0]), avx2._mm256_maddubs_epi16(c1, q[1]));
-                let s23 =
-                    avx2._mm256_add_epi16(avx2._mm256_maddubs_epi16(c2, q[2]), avx2._mm256_maddubs_epi16(c3, q[3]));
-                acc = avx2._mm256_add_epi32(acc, avx2._mm256_madd_epi16(avx2._mm256_add_epi16(s01, s23), ones));
-            }
-            let lanes: [i32; 8] = pulp::cast(acc);
-            let dot = lanes.iter().sum::<i32>() as f32;
-            visit(slot, (dot - self.offset) * self.unscale * factors[slot].coarse);
         }
     }
 
+    /// Σ query byte × code over one row's coarse codes.
     #[inline(always)]
-    fn coarse_scan_portable(
-        &self,
-        layout: Layout,
-        codes: &[u8],
-        factors: &[Factors],
-        slots: std::ops::Range<usize>,
-        keep: impl Fn(usize) -> bool,
-        mut visit: impl FnMut(usize, f32),
-    ) {
-        let bytes = layout.coarse_bytes();
-        for slot in slots {
-            if !keep(slot) {
-                continue;
-            }
-            let row = &codes[slot * bytes..(slot + 1) * bytes];
-            let mut dot = 0i32;
-            for (block, q) in row.chunks_exact(BLOCK).zip(self.coarse.chunks_exact(4)) {
-                for (shift, q) in q.iter().enumerate() {
-                    for (&x, &q) in block.iter().zip(q) {
-                        dot += i32::from((x >> (2 * shift)) & 3) * i32::from(q);
-                    }
+    fn coarse_dot_portable(&self, row: &[u8]) -> i32 {
+        let mut dot = 0i32;
+        for (block, q) in row.chunks_exact(BLOCK).zip(self.coarse.chunks_exact(4)) {
+            for (shift, q) in q.iter().enumerate() {
+                for (&x, &q) in block.iter().zip(q) {
+                    dot += i32::from((x >> (2 * shift)) & 3) * i32::from(q);
                 }
             }
-            visit(slot, (dot as f32 - self.offset) * self.unscale * factors[slot].coarse);
         }
+        dot
     }
+}
+
+/// [`Query::coarse_dot_portable`] in AVX2: `query` is [`Query::coarse`] as
+/// vectors.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn coarse_dot_avx2(simd: pulp::x86::V3, query: &[std::arch::x86_64::__m256i], row: &[u8]) -> i32 {
+    let (avx, avx2) = (simd.avx, simd.avx2);
+    let mask = avx._mm256_set1_epi8(3);
+    let ones = avx._mm256_set1_epi16(1);
+    let mut acc = avx._mm256_setzero_si256();
+    for (block, q) in row.chunks_exact(BLOCK).zip(query.chunks_exact(4)) {
+        let block: [u8; BLOCK] = block.try_into().expect("blocks of 32 bytes");
+        let x = pulp::cast(block);
+        // Codes 0..=3 times query bytes, pairs summed into i16 (at most
+        // 2 · 3 · 127 each, four of them per block: no overflow), then
+        // widened to i32 once per block.
+        let c0 = avx2._mm256_and_si256(x, mask);
+        let c1 = avx2._mm256_and_si256(avx2._mm256_srli_epi16::<2>(x), mask);
+        let c2 = avx2._mm256_and_si256(avx2._mm256_srli_epi16::<4>(x), mask);
+        let c3 = avx2._mm256_and_si256(avx2._mm256_srli_epi16::<6>(x), mask);
+        let s01 = avx2._mm256_add_epi16(avx2._mm256_maddubs_epi16(c0, q[0]), avx2._mm256_maddubs_epi16(c1, q[1]));
+        let s23 = avx2._mm256_add_epi16(avx2._mm256_maddubs_epi16(c2, q[2]), avx2._mm256_maddubs_epi16(c3, q[3]));
+        acc = avx2._mm256_add_epi32(acc, avx2._mm256_madd_epi16(avx2._mm256_add_epi16(s01, s23), ones));
+    }
+    let lanes: [i32; 8] = pulp::cast(acc);
+    lanes.iter().sum()
 }
 
 #[cfg(test)]
@@ -314,7 +303,9 @@ mod tests {
             let mut fast = Vec::new();
             query.coarse_scan(layout, &coarse, &factors, 0..rows, |s| s != 7, |s, e| fast.push((s, e)));
             let mut portable = Vec::new();
-            query.coarse_scan_portable(layout, &coarse, &factors, 0..rows, |s| s != 7, |s, e| portable.push((s, e)));
+            let keep = |s: usize| s != 7;
+            let dot = |row: &[u8]| query.coarse_dot_portable(row);
+            query.scan_rows(layout, &coarse, &factors, 0..rows, keep, |s, e| portable.push((s, e)), dot);
             assert_eq!(fast, portable, "dim {dim}");
             assert_eq!(fast.len(), rows - 1);
             let tolerance = if dim < 100 { 0.6 } else { 0.15 };
