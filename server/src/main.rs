@@ -37,7 +37,12 @@ fn main() -> ExitCode {
             .init();
         tracing::debug!("Debug mode enabled.");
     }
-    let Some(runtime) = runtime() else { return ExitCode::FAILURE };
+    // One stdio session reads one pipe: a single-threaded runtime serves it
+    // with fewer threads to start and no hand-offs between workers (searches
+    // of the embedded store run on the blocking pool either way). HTTP
+    // serves many clients at once and keeps a worker per core.
+    let runtime = if config.http_addr.is_empty() { current_thread_runtime() } else { runtime() };
+    let Some(runtime) = runtime else { return ExitCode::FAILURE };
     match runtime.block_on(run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -59,7 +64,15 @@ async fn run(config: config::Config) -> Result<(), String> {
 }
 
 fn runtime() -> Option<tokio::runtime::Runtime> {
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    built(tokio::runtime::Builder::new_multi_thread().enable_all().build())
+}
+
+fn current_thread_runtime() -> Option<tokio::runtime::Runtime> {
+    built(tokio::runtime::Builder::new_current_thread().enable_all().build())
+}
+
+fn built(runtime: std::io::Result<tokio::runtime::Runtime>) -> Option<tokio::runtime::Runtime> {
+    match runtime {
         Ok(rt) => Some(rt),
         Err(e) => {
             eprintln!("Fatal: {e}");
@@ -72,7 +85,9 @@ fn runtime() -> Option<tokio::runtime::Runtime> {
 fn run_subcommand() -> ExitCode {
     use clap::Parser as _;
     let parsed = cli::Cli::parse();
-    let Some(runtime) = runtime() else { return ExitCode::FAILURE };
+    let stdio = matches!(&parsed.command, cli::Command::Serve(serve) if serve.http.is_none());
+    let runtime = if stdio { current_thread_runtime() } else { runtime() };
+    let Some(runtime) = runtime else { return ExitCode::FAILURE };
     match runtime.block_on(cli::run(parsed)) {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,

@@ -1,12 +1,16 @@
 //! Embedded store benchmark: `cargo bench -p rr-embedded --bench search`.
 //!
-//! Generates 10k and 100k chunks (random unit 256-d vectors, realistic
+//! Generates 10k, 100k and 1M chunks (random unit 256-d vectors, realistic
 //! metadata and `Source:` lines, ~10 chunks per file over 3 organizations,
-//! 12 repositories and 2 branches), writes them in batches of 1000, reopens
-//! the store in a fresh process (so resident memory is the store's), and
-//! prints a Markdown table of search latency (p50/p99 wall time and mean CPU
-//! time over 200 queries, k = 15, the engine's candidate count for 5
-//! results), write throughput, reopen time and resident memory.
+//! 12 repositories and 2 branches), writes them in batches of 1000 as they
+//! are generated, reopens the store in a fresh process (so resident memory
+//! is the store's), and prints a Markdown table of search latency (p50/p99
+//! wall time and mean CPU time over 200 queries, k = 15, the engine's
+//! candidate count for 5 results), write throughput, reopen time and
+//! resident memory. A second table sets each vector case beside the exact
+//! `f32` scan of every row (what the store did before its quantised index),
+//! run in the same process on the same queries after the resident memory is
+//! read, with recall@10 of the index against it.
 //!
 //! `RR_BENCH_SIZES=100000` runs only the given sizes; `RR_BENCH_KEEP_DIR=DIR`
 //! keeps the written stores in `DIR` and reuses them on the next run.
@@ -70,6 +74,10 @@ fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
 /// Set in the child process that opens and queries a written store, so its
 /// resident memory is the store's and not the generator's.
 const CHILD_ENV: &str = "RR_BENCH_STORE_DIR";
+/// Marks the child's rows of the index-versus-exact-scan table.
+const VERSUS: &str = "VERSUS ";
+/// The depth of the recall measure.
+const RECALL_AT: usize = 10;
 
 fn main() {
     if let Ok(dir) = std::env::var(CHILD_ENV) {
@@ -85,7 +93,7 @@ fn main() {
     if std::env::args().any(|arg| arg == "--list") {
         return;
     }
-    let default_sizes = if timed { vec![10_000, 100_000] } else { vec![5_000] };
+    let default_sizes = if timed { vec![10_000, 100_000, 1_000_000] } else { vec![5_000] };
     let sizes: Vec<usize> = std::env::var("RR_BENCH_SIZES")
         .ok()
         .map(|s| s.split(',').filter_map(|x| x.trim().parse().ok()).collect())
@@ -93,6 +101,7 @@ fn main() {
     println!("| chunks | case | p50 ms | p99 ms | CPU ms/query |");
     println!("|---:|---|---:|---:|---:|");
     let mut notes = Vec::new();
+    let mut versus = Vec::new();
     let zipf = Zipf::new();
     let words: Vec<String> = (0..VOCABULARY).map(word).collect();
     for n in sizes {
@@ -106,7 +115,12 @@ fn main() {
         assert!(output.status.success(), "query phase failed");
         let text = String::from_utf8(output.stdout).unwrap();
         let (rows, note) = text.rsplit_once("NOTE ").unwrap();
-        print!("{rows}");
+        for line in rows.lines() {
+            match line.strip_prefix(VERSUS) {
+                Some(row) => versus.push(row.to_owned()),
+                None => println!("{line}"),
+            }
+        }
         let db_mib = std::fs::metadata(dir.path().join(rr_embedded::DATABASE_FILE)).map_or(0, |m| m.len()) as f64
             / (1u64 << 20) as f64;
         let write = match write {
@@ -118,6 +132,12 @@ fn main() {
             None => format!("store reused from {KEEP_ENV}"),
         };
         notes.push(format!("{n} chunks: {write}; {}; database {db_mib:.0} MiB", note.trim()));
+    }
+    println!();
+    println!("| chunks | case | exact scan p50 ms | index p50 ms | exact scan p99 ms | index p99 ms | recall@10 |");
+    println!("|---:|---|---:|---:|---:|---:|---:|");
+    for row in versus {
+        println!("{row}");
     }
     println!();
     for note in notes {
@@ -150,14 +170,25 @@ fn written_store(n: usize, zipf: &Zipf, words: &[String]) -> (StoreDir, Option<D
         None => StoreDir::Temp(tempfile::tempdir().unwrap()),
     };
     let mut rng = Rng(0x5eed_0000 + n as u64);
-    let records: Vec<EmbeddedChunk> =
-        generate(n, &mut rng, zipf, words, |rng, _| rng.unit_vector(DIM)).into_iter().map(|(_, c)| c).collect();
     let store = EmbeddedStore::open(dir.path()).unwrap();
-    let t = Instant::now();
-    for batch in records.chunks(MAX_BATCH_SIZE) {
-        store.upsert_chunks(batch).unwrap();
-    }
-    (dir, Some(t.elapsed()))
+    // Generated batch by batch and written as it comes, as an indexer would:
+    // a million chunks never sit in memory at once.
+    let mut writing = Duration::ZERO;
+    generate_in_batches(
+        n,
+        &mut rng,
+        zipf,
+        words,
+        MAX_BATCH_SIZE,
+        |rng, _| rng.unit_vector(DIM),
+        |batch| {
+            let records: Vec<EmbeddedChunk> = batch.into_iter().map(|(_, c)| c).collect();
+            let t = Instant::now();
+            store.upsert_chunks(&records).unwrap();
+            writing += t.elapsed();
+        },
+    );
+    (dir, Some(writing))
 }
 
 enum StoreDir {
@@ -203,9 +234,16 @@ fn query_phase(dir: &Path, n: usize) {
         ("vector, path glob **/*.go", &glob),
         ("vector, source + glob internal/**", &both),
     ];
+    let mut index_rows = Vec::new();
     for (name, f) in cases {
-        let (p50, p99, cpu) = time_queries(|i| store.search(q(i), f, K).unwrap().len());
+        let mut ids: Vec<Vec<String>> = vec![Vec::new(); QUERIES];
+        let (p50, p99, cpu) = time_queries(|i| {
+            let found = store.search(q(i), f, K).unwrap();
+            ids[i % QUERIES] = found.iter().map(|c| c.chunk.id.clone()).collect();
+            found.len()
+        });
         println!("| {n} | {name} | {p50:.2} | {p99:.2} | {cpu:.2} |");
+        index_rows.push((name, f, p50, p99, ids));
     }
     // Three words drawn like the text's, so most queries hold a word found
     // in most chunks and a rarer identifier or two.
@@ -220,9 +258,29 @@ fn query_phase(dir: &Path, n: usize) {
     println!("| {n} | hybrid (RRF), no filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
     let (p50, p99, cpu) = time_queries(|i| store.hybrid_search(&texts[i], q(i), &source, K).unwrap().len());
     println!("| {n} | hybrid (RRF), source filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
+    let rss_after_queries = rss_mib();
+    // The exact scan over an f32 copy of every vector: the store's search
+    // before the quantised index, and the reference of the recall column.
+    let scan = store.exact_scan().unwrap();
+    for (name, f, p50, p99, ids) in index_rows {
+        let (mut found, mut calls) = (0, 0);
+        let (exact_p50, exact_p99, _) = time_queries(|i| {
+            let exact = store.search_exact(&scan, q(i), f, K).unwrap();
+            calls += 1;
+            // The first ten calls are the warm-up.
+            if calls > 10 {
+                let want: Vec<&str> = exact.iter().take(RECALL_AT).map(|c| c.chunk.id.as_str()).collect();
+                found += ids[i % QUERIES].iter().take(RECALL_AT).filter(|id| want.contains(&id.as_str())).count();
+            }
+            exact.len()
+        });
+        let recall = found as f64 / (QUERIES * RECALL_AT) as f64;
+        println!("{VERSUS}| {n} | {name} | {exact_p50:.2} | {p50:.2} | {exact_p99:.2} | {p99:.2} | {recall:.4} |");
+    }
     println!(
         "NOTE reopen {:.0} ms; VmRSS of a fresh process: {rss_before_open:.0} MiB before opening, \
-         {rss_after_open:.0} MiB after, {:.0} MiB after the queries",
+         {rss_after_open:.0} MiB after, {rss_after_queries:.0} MiB after the queries \
+         ({:.0} MiB with the exact scan's f32 copy)",
         open.as_secs_f64() * 1e3,
         rss_mib(),
     );

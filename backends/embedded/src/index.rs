@@ -1,15 +1,35 @@
-//! The in-memory vector index: every vector of the store in one contiguous
-//! `Vec<f32>`, scanned exactly.
+//! The in-memory vector index: compact codes of every vector (see
+//! `quant.rs`), searched in three stages, with exact distances in the answer.
+//!
+//! 1. **Coarse scan.** Every row passing the filter is scored from its 2-bit
+//!    codes; the best [`coarse_candidates`] are kept. This is the only stage
+//!    that touches every row, and it reads 64 bytes per 256-d row.
+//! 2. **Fine re-rank.** Those candidates are scored from their `i8` codes;
+//!    the best [`exact_candidates`] are kept.
+//! 3. **Exact rescore.** Their `f32` vectors are read from SQLite (the
+//!    caller's `exact` function) and the cosine distance is computed exactly
+//!    as the full scan does ([`VectorIndex::exact_nearest`], kept as the
+//!    reference); the best `k` are the answer.
+//!
+//! So the distances returned are exact, and the rows are the exact top `k`
+//! unless a true neighbour ranked below the cut-off of stage 1 or 2. Both
+//! cut-offs are generous (`benches/search.rs` measures recall@10 against the
+//! exact scan in the same run, on random vectors: the hardest case for
+//! quantisation). In memory a row costs its codes (`dim / 4 + dim` bytes)
+//! instead of `4 · dim`: about 330 MB at a million 256-d rows.
 //!
 //! Rows are grouped by what a filter can look at (organization, repository,
 //! branch and the document's first line, which holds the path). All chunks of
 //! a file share a group, so a filter is evaluated once per group, not once
-//! per chunk, and the scan only tests one bit per row.
+//! per chunk, and the scan only tests one bit per row: the filter applies
+//! before ranking.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 
 use rr_core::SearchFilter;
+
+use crate::quant::{self, Factors, Layout, Query};
 
 /// Everything a [`SearchFilter`] can test about a chunk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -42,16 +62,49 @@ pub(crate) fn source_line(document: &str) -> &str {
 #[derive(Debug)]
 pub(crate) struct Mask(Option<Vec<bool>>);
 
-/// Floats one thread scans before a second thread is worth starting.
-const PARALLEL_MIN_FLOATS: usize = 4 << 20;
+impl Mask {
+    fn passes(&self, group: u32) -> bool {
+        self.0.as_ref().is_none_or(|pass| pass[group as usize])
+    }
+}
+
+/// Bytes of coarse codes one thread scans before a second thread is worth
+/// starting (about 64k rows of 256 dimensions).
+const PARALLEL_MIN_BYTES: usize = 4 << 20;
+
+/// Rows kept by the coarse scan out of `rows`: at least 1,000 (re-ranking
+/// them costs tens of microseconds), and more as the store grows, since more
+/// rows then crowd the cut-off. Random 256-d vectors put the exact top 10
+/// within the first ~450 coarse ranks at 100k rows and ~1,800 at 1M; this
+/// keeps 1,000 and 4,000 for `k` = 10, and proportionally more for a larger
+/// `k`.
+pub(crate) fn coarse_candidates(k: usize, rows: usize) -> usize {
+    let per_result = ((rows as f64).powf(0.6) / 10.0).ceil() as usize;
+    (k.max(10) * per_result).max(1000).min(rows)
+}
+
+/// Rows whose `f32` vectors are read for the exact rescore. The `i8` ranking
+/// put the exact top 10 within its first 12 on a million random vectors.
+pub(crate) fn exact_candidates(k: usize) -> usize {
+    2 * k + 24
+}
+
+/// The `f32` vector of every row, in the index's slot order: the exact scan
+/// the quantised search is measured against (benches and tests).
+#[derive(Debug, Default)]
+pub(crate) struct ExactVectors {
+    vectors: Vec<f32>,
+    inv_norms: Vec<f32>,
+}
 
 #[derive(Debug, Default)]
 pub(crate) struct VectorIndex {
-    dim: usize,
+    layout: Layout,
     pks: Vec<i64>,
     groups: Vec<u32>,
-    inv_norms: Vec<f32>,
-    vectors: Vec<f32>,
+    factors: Vec<Factors>,
+    coarse: Vec<u8>,
+    fine: Vec<i8>,
     slot_of: HashMap<i64, usize>,
     keys: Vec<GroupKey>,
     group_of: HashMap<GroupKey, u32>,
@@ -61,16 +114,16 @@ pub(crate) struct VectorIndex {
 impl VectorIndex {
     /// An empty index for `dim`-dimensional vectors (0 = not yet known).
     pub fn new(dim: usize) -> Self {
-        VectorIndex { dim, ..Default::default() }
+        VectorIndex { layout: Layout::new(dim), ..Default::default() }
     }
 
     pub fn dim(&self) -> usize {
-        self.dim
+        self.layout.dim
     }
 
     pub fn set_dim(&mut self, dim: usize) {
-        debug_assert!(self.pks.is_empty() || self.dim == dim);
-        self.dim = dim;
+        debug_assert!(self.pks.is_empty() || self.layout.dim == dim);
+        self.layout = Layout::new(dim);
     }
 
     pub fn len(&self) -> usize {
@@ -81,30 +134,40 @@ impl VectorIndex {
     pub fn reserve(&mut self, rows: usize) {
         self.pks.reserve(rows);
         self.groups.reserve(rows);
-        self.inv_norms.reserve(rows);
-        self.vectors.reserve(rows * self.dim);
+        self.factors.reserve(rows);
+        self.coarse.reserve(rows * self.layout.coarse_bytes());
+        self.fine.reserve(rows * self.layout.dim);
         self.slot_of.reserve(rows);
     }
 
     /// Adds a row, or replaces the row with the same `pk`.
     pub fn insert(&mut self, pk: i64, key: GroupKey, vector: &[f32]) {
-        debug_assert_eq!(vector.len(), self.dim);
+        debug_assert_eq!(vector.len(), self.layout.dim);
         let group = self.group(key);
-        let norm = vector.iter().map(|x| x * x).sum::<f32>().sqrt();
-        let inv_norm = if norm > 0.0 { 1.0 / norm } else { 0.0 };
-        if let Some(&slot) = self.slot_of.get(&pk) {
-            let old = self.groups[slot];
-            self.members[old as usize] -= 1;
-            self.groups[slot] = group;
-            self.inv_norms[slot] = inv_norm;
-            self.vectors[slot * self.dim..(slot + 1) * self.dim].copy_from_slice(vector);
-        } else {
-            self.slot_of.insert(pk, self.pks.len());
-            self.pks.push(pk);
-            self.groups.push(group);
-            self.inv_norms.push(inv_norm);
-            self.vectors.extend_from_slice(vector);
-        }
+        let slot = match self.slot_of.get(&pk) {
+            Some(&slot) => {
+                self.members[self.groups[slot] as usize] -= 1;
+                self.groups[slot] = group;
+                slot
+            }
+            None => {
+                let slot = self.pks.len();
+                self.slot_of.insert(pk, slot);
+                self.pks.push(pk);
+                self.groups.push(group);
+                self.factors.push(Factors::default());
+                self.coarse.resize((slot + 1) * self.layout.coarse_bytes(), 0);
+                self.fine.resize((slot + 1) * self.layout.dim, 0);
+                slot
+            }
+        };
+        let (bytes, dim) = (self.layout.coarse_bytes(), self.layout.dim);
+        self.factors[slot] = quant::encode(
+            self.layout,
+            vector,
+            &mut self.coarse[slot * bytes..(slot + 1) * bytes],
+            &mut self.fine[slot * dim..(slot + 1) * dim],
+        );
         self.members[group as usize] += 1;
     }
 
@@ -113,15 +176,18 @@ impl VectorIndex {
         let Some(slot) = self.slot_of.remove(&pk) else { return };
         self.members[self.groups[slot] as usize] -= 1;
         let last = self.pks.len() - 1;
+        let (bytes, dim) = (self.layout.coarse_bytes(), self.layout.dim);
         if slot != last {
             let moved = self.pks[last];
             self.slot_of.insert(moved, slot);
-            self.vectors.copy_within(last * self.dim..(last + 1) * self.dim, slot * self.dim);
+            self.coarse.copy_within(last * bytes..(last + 1) * bytes, slot * bytes);
+            self.fine.copy_within(last * dim..(last + 1) * dim, slot * dim);
         }
         self.pks.swap_remove(slot);
         self.groups.swap_remove(slot);
-        self.inv_norms.swap_remove(slot);
-        self.vectors.truncate(last * self.dim);
+        self.factors.swap_remove(slot);
+        self.coarse.truncate(last * bytes);
+        self.fine.truncate(last * dim);
     }
 
     fn group(&mut self, key: GroupKey) -> u32 {
@@ -150,61 +216,159 @@ impl VectorIndex {
 
     /// The pks of the rows passing `mask`.
     pub fn passing<'a>(&'a self, mask: &'a Mask) -> impl Iterator<Item = i64> + 'a {
-        self.pks
-            .iter()
-            .zip(&self.groups)
-            .filter(move |&(_, &group)| mask.0.as_ref().is_none_or(|pass| pass[group as usize]))
-            .map(|(&pk, _)| pk)
+        self.pks.iter().zip(&self.groups).filter(move |&(_, &group)| mask.passes(group)).map(|(&pk, _)| pk)
     }
 
     /// The `k` rows passing `mask` with the smallest cosine distance to
-    /// `query`, closest first; ties go to the smaller `pk`. Exact: every
-    /// passing row is scored. A zero vector is at distance 1 from everything.
-    pub fn nearest(&self, query: &[f32], k: usize, mask: &Mask) -> Vec<(i64, f64)> {
-        debug_assert_eq!(query.len(), self.dim);
-        if k == 0 || self.pks.is_empty() || self.dim == 0 {
+    /// `query`, closest first; ties go to the smaller `pk`. A zero vector is
+    /// at distance 1 from everything. `exact(pk, buf)` fills `buf` with the
+    /// row's `f32` vector, or returns `false` when the row is gone; the
+    /// distances come from those vectors (see the module docs).
+    pub fn nearest<E>(
+        &self,
+        query: &[f32],
+        k: usize,
+        mask: &Mask,
+        mut exact: impl FnMut(i64, &mut Vec<f32>) -> Result<bool, E>,
+    ) -> Result<Vec<(i64, f64)>, E> {
+        debug_assert_eq!(query.len(), self.layout.dim);
+        let rows = self.pks.len();
+        if k == 0 || rows == 0 || self.layout.dim == 0 {
+            return Ok(Vec::new());
+        }
+        let prepared = Query::new(self.layout, query);
+        let keep = coarse_candidates(k, rows);
+        let parallel = rows * self.layout.coarse_bytes() >= 2 * PARALLEL_MIN_BYTES
+            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        let mut candidates = if parallel {
+            let mid = rows / 2;
+            let (mut lower, upper) = std::thread::scope(|s| {
+                let upper = s.spawn(|| self.coarse_scan(&prepared, mask, keep, mid..rows));
+                (self.coarse_scan(&prepared, mask, keep, 0..mid), upper.join().expect("scan thread panicked"))
+            });
+            lower.extend(upper);
+            lower
+        } else {
+            self.coarse_scan(&prepared, mask, keep, 0..rows)
+        };
+        keep_best(&mut candidates, keep);
+
+        prepared.fine_scores(&self.fine, &self.factors, &mut candidates);
+        keep_best(&mut candidates, exact_candidates(k));
+
+        let dim = self.layout.dim;
+        let q_inv = quant::inv_norm(query);
+        let mut vector = Vec::with_capacity(dim);
+        let mut hits = Vec::with_capacity(candidates.len());
+        for &(_, slot) in &candidates {
+            let pk = self.pks[slot as usize];
+            vector.clear();
+            if exact(pk, &mut vector)? && vector.len() == dim {
+                hits.push(Hit { distance: exact_distance(query, q_inv, &vector, quant::inv_norm(&vector)), pk });
+            }
+        }
+        hits.sort();
+        hits.truncate(k);
+        Ok(hits.into_iter().map(|h| (h.pk, f64::from(h.distance))).collect())
+    }
+
+    /// The best `keep` coarse estimates among `slots` passing `mask`, as
+    /// (estimate, slot), in no order.
+    fn coarse_scan(&self, query: &Query, mask: &Mask, keep: usize, slots: std::ops::Range<usize>) -> Vec<(f32, u32)> {
+        // Collect everything above the running threshold, and cut back to the
+        // best `keep` whenever the buffer doubles: cheaper than a heap when
+        // `keep` is in the thousands.
+        let mut best: Vec<(f32, u32)> = Vec::with_capacity(2 * keep);
+        let mut threshold = f32::NEG_INFINITY;
+        query.coarse_scan(
+            self.layout,
+            &self.coarse,
+            &self.factors,
+            slots,
+            |slot| mask.passes(self.groups[slot]),
+            |slot, estimate| {
+                if estimate >= threshold {
+                    best.push((estimate, slot as u32));
+                    if best.len() == 2 * keep {
+                        keep_best(&mut best, keep);
+                        threshold = best[keep - 1].0;
+                    }
+                }
+            },
+        );
+        best
+    }
+
+    /// Reads every row's `f32` vector through `exact` (as in
+    /// [`VectorIndex::nearest`]), for [`VectorIndex::exact_nearest`].
+    pub fn exact_vectors<E>(
+        &self,
+        mut exact: impl FnMut(i64, &mut Vec<f32>) -> Result<bool, E>,
+    ) -> Result<ExactVectors, E> {
+        let dim = self.layout.dim;
+        let mut out = ExactVectors { vectors: vec![0.0; self.len() * dim], inv_norms: vec![0.0; self.len()] };
+        let mut vector = Vec::with_capacity(dim);
+        for (slot, &pk) in self.pks.iter().enumerate() {
+            vector.clear();
+            if exact(pk, &mut vector)? && vector.len() == dim {
+                out.vectors[slot * dim..(slot + 1) * dim].copy_from_slice(&vector);
+                out.inv_norms[slot] = quant::inv_norm(&vector);
+            }
+        }
+        Ok(out)
+    }
+
+    /// What [`VectorIndex::nearest`] approximates: every passing row scored
+    /// from its `f32` vector, on two threads when there are many.
+    pub fn exact_nearest(&self, vectors: &ExactVectors, query: &[f32], k: usize, mask: &Mask) -> Vec<(i64, f64)> {
+        let dim = self.layout.dim;
+        let rows = self.pks.len();
+        if k == 0 || rows == 0 || dim == 0 || vectors.inv_norms.len() != rows {
             return Vec::new();
         }
-        let norm = query.iter().map(|x| x * x).sum::<f32>().sqrt();
-        let q_inv = if norm > 0.0 { 1.0 / norm } else { 0.0 };
-        let rows = self.pks.len();
-        let parallel = rows * self.dim >= 2 * PARALLEL_MIN_FLOATS
-            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-        let heap = if parallel {
-            let mid = rows / 2;
-            let (a, b) = std::thread::scope(|s| {
-                let upper = s.spawn(|| self.scan(query, q_inv, k, mask, mid..rows));
-                let lower = self.scan(query, q_inv, k, mask, 0..mid);
-                (lower, upper.join().expect("scan thread panicked"))
-            });
-            let mut heap = a;
-            for hit in b {
-                push_bounded(&mut heap, hit, k);
+        let q_inv = quant::inv_norm(query);
+        let scan = |slots: std::ops::Range<usize>| {
+            let mut heap = BinaryHeap::with_capacity(k + 1);
+            for slot in slots {
+                if !mask.passes(self.groups[slot]) {
+                    continue;
+                }
+                let v = &vectors.vectors[slot * dim..(slot + 1) * dim];
+                let distance = exact_distance(query, q_inv, v, vectors.inv_norms[slot]);
+                push_bounded(&mut heap, Hit { distance, pk: self.pks[slot] }, k);
             }
             heap
-        } else {
-            self.scan(query, q_inv, k, mask, 0..rows)
         };
-        let mut hits = heap.into_vec();
+        let mid = rows / 2;
+        let mut heap = if rows * dim * 4 >= 8 * PARALLEL_MIN_BYTES {
+            let (mut lower, upper) = std::thread::scope(|s| {
+                let upper = s.spawn(|| scan(mid..rows));
+                (scan(0..mid), upper.join().expect("scan thread panicked"))
+            });
+            for hit in upper {
+                push_bounded(&mut lower, hit, k);
+            }
+            lower
+        } else {
+            scan(0..rows)
+        };
+        let mut hits = std::mem::take(&mut heap).into_vec();
         hits.sort();
         hits.into_iter().map(|h| (h.pk, f64::from(h.distance))).collect()
     }
+}
 
-    fn scan(&self, query: &[f32], q_inv: f32, k: usize, mask: &Mask, slots: std::ops::Range<usize>) -> BinaryHeap<Hit> {
-        let mut heap = BinaryHeap::with_capacity(k + 1);
-        let dim = self.dim;
-        for slot in slots {
-            if let Some(pass) = &mask.0
-                && !pass[self.groups[slot] as usize]
-            {
-                continue;
-            }
-            let v = &self.vectors[slot * dim..(slot + 1) * dim];
-            let distance = 1.0 - dot(query, v) * q_inv * self.inv_norms[slot];
-            push_bounded(&mut heap, Hit { distance, pk: self.pks[slot] }, k);
-        }
-        heap
+/// Keeps the `keep` highest estimates (ties: lower slot), in no order.
+fn keep_best(candidates: &mut Vec<(f32, u32)>, keep: usize) {
+    if candidates.len() > keep && keep > 0 {
+        candidates.select_nth_unstable_by(keep - 1, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     }
+    candidates.truncate(keep);
+}
+
+/// The cosine distance both the rescore and the exact scan report.
+fn exact_distance(query: &[f32], q_inv: f32, v: &[f32], v_inv: f32) -> f32 {
+    1.0 - dot(query, v) * q_inv * v_inv
 }
 
 /// Keeps the `k` smallest hits in a max-heap.
@@ -283,24 +447,95 @@ mod tests {
         }
     }
 
+    /// `f32` vectors by pk, as SQLite holds them.
+    #[derive(Default)]
+    struct Source(HashMap<i64, Vec<f32>>);
+
+    impl Source {
+        fn insert(&mut self, ix: &mut VectorIndex, pk: i64, key: GroupKey, v: &[f32]) {
+            ix.insert(pk, key, v);
+            self.0.insert(pk, v.to_vec());
+        }
+        fn read(&self, pk: i64, out: &mut Vec<f32>) -> Result<bool, std::convert::Infallible> {
+            out.extend(self.0.get(&pk).into_iter().flatten());
+            Ok(self.0.contains_key(&pk))
+        }
+        fn nearest(&self, ix: &VectorIndex, q: &[f32], k: usize, mask: &Mask) -> Vec<(i64, f64)> {
+            ix.nearest(q, k, mask, |pk, out| self.read(pk, out)).unwrap()
+        }
+    }
+
     #[test]
     fn insert_replace_remove_keep_slots_consistent() {
         let mut ix = VectorIndex::new(2);
-        ix.insert(1, key("a", "x"), &[1.0, 0.0]);
-        ix.insert(2, key("b", "y"), &[0.0, 1.0]);
-        ix.insert(3, key("a", "z"), &[0.6, 0.8]);
-        ix.insert(1, key("b", "y"), &[0.0, 2.0]);
+        let mut src = Source::default();
+        src.insert(&mut ix, 1, key("a", "x"), &[1.0, 0.0]);
+        src.insert(&mut ix, 2, key("b", "y"), &[0.0, 1.0]);
+        src.insert(&mut ix, 3, key("a", "z"), &[0.6, 0.8]);
+        src.insert(&mut ix, 1, key("b", "y"), &[0.0, 2.0]);
         ix.remove(2);
+        src.0.remove(&2);
         ix.remove(42);
         assert_eq!(ix.len(), 2);
         let all = Mask(None);
-        let hits = ix.nearest(&[0.0, 1.0], 5, &all);
+        let hits = src.nearest(&ix, &[0.0, 1.0], 5, &all);
         assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [1, 3]);
         assert!(hits[0].1.abs() < 1e-6);
+        assert!((hits[1].1 - 0.2).abs() < 1e-6);
         let only_a = ix.mask(&SearchFilter { organization: "a".into(), ..Default::default() });
-        assert_eq!(ix.nearest(&[0.0, 1.0], 5, &only_a).iter().map(|h| h.0).collect::<Vec<_>>(), [3]);
+        assert_eq!(src.nearest(&ix, &[0.0, 1.0], 5, &only_a).iter().map(|h| h.0).collect::<Vec<_>>(), [3]);
         assert_eq!(ix.passing(&only_a).collect::<Vec<_>>(), [3]);
         assert_eq!(ix.passing(&all).collect::<Vec<_>>(), [1, 3]);
+        // A row whose vector is gone from the source is left out.
+        src.0.remove(&3);
+        assert_eq!(src.nearest(&ix, &[0.0, 1.0], 5, &all).iter().map(|h| h.0).collect::<Vec<_>>(), [1]);
+    }
+
+    /// On random vectors, the hardest case for the codes, the three stages
+    /// return what scoring every row exactly returns: same rows, same
+    /// distances, same order, with and without filters, after removals.
+    #[test]
+    fn quantised_search_equals_the_exact_scan() {
+        let mut rng = rr_testkit::Rng(42);
+        for dim in [64, 200] {
+            let mut ix = VectorIndex::new(dim);
+            let mut src = Source::default();
+            for pk in 0..4000 {
+                let v = rng.unit_vector(dim);
+                src.insert(&mut ix, pk, key(["a", "b", "c"][pk as usize % 3], &format!("f{}", pk / 10)), &v);
+            }
+            for pk in (0..4000).step_by(7) {
+                ix.remove(pk);
+                src.0.remove(&pk);
+            }
+            let exact = ix.exact_vectors(|pk, out| src.read(pk, out)).unwrap();
+            let filters = [
+                SearchFilter::default(),
+                SearchFilter { organization: "b".into(), ..Default::default() },
+                SearchFilter { organization: "nobody".into(), ..Default::default() },
+            ];
+            for q in 0..16 {
+                let query = rng.unit_vector(dim);
+                let k = [1, 5, 15, 50][q % 4];
+                for filter in &filters {
+                    let mask = ix.mask(filter);
+                    let want = ix.exact_nearest(&exact, &query, k, &mask);
+                    assert_eq!(src.nearest(&ix, &query, k, &mask), want, "dim {dim}, query {q}, k {k}");
+                    assert_eq!(want.len(), if filter.organization == "nobody" { 0 } else { k });
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn candidate_counts_grow_with_the_store() {
+        assert_eq!(coarse_candidates(15, 100), 100);
+        assert_eq!(coarse_candidates(15, 5000), 1000);
+        assert_eq!(coarse_candidates(10, 100_000), 1000);
+        assert_eq!(coarse_candidates(50, 100_000), 5000);
+        assert_eq!(coarse_candidates(10, 1_000_000), 3990);
+        assert!(coarse_candidates(1, 1_000_000) == coarse_candidates(10, 1_000_000));
+        assert!(exact_candidates(15) > 15);
     }
 
     #[test]

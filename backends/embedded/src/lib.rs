@@ -15,19 +15,23 @@
 //! a power cut may lose the last commits, never consistency; the indexer's
 //! next run rewrites what is missing.
 //!
-//! **Vector search is an exact scan in Rust over an in-memory copy.** At
-//! open, every vector is loaded into one contiguous `Vec<f32>` (1 KiB per
-//! 256-d chunk: about 100 MB at 100k chunks). A query evaluates the filter
-//! once per *group* of rows sharing organization, repository, branch and the
-//! document's first line (all chunks of one file), then scores every row that
-//! passes with a dot product the compiler vectorises, keeping the `k` best in
-//! a heap. The filter is thus applied before ranking, with exactly the
-//! semantics of [`SearchFilter::matches`] (the path glob is
+//! **Vector search reads compact codes in memory, then `f32` from SQLite.**
+//! At open, every vector is read once and kept only as codes: 2 bits and
+//! 8 bits per dimension (320 bytes per 256-d chunk: about 330 MB at a million
+//! chunks, against 1 GB as `f32`). A query evaluates the filter once per
+//! *group* of rows sharing organization, repository, branch and the
+//! document's first line (all chunks of one file), scans the 2-bit codes of
+//! every row that passes with the CPU's SIMD, re-ranks the best few thousand
+//! by their 8-bit codes, and reads the `f32` vectors of the best few dozen
+//! from SQLite to compute their distances exactly (see `index.rs`). The
+//! filter is thus applied before ranking, with exactly the semantics of
+//! [`SearchFilter::matches`] (the path glob is
 //! [`rr_core::PathGlob::matches_document`], evaluated on the document's first
-//! line, which is equivalent: see `index.rs`), and the result is exact, not
-//! approximate. At 100k × 256 dims the scan takes a few milliseconds on two
-//! cores (see `benches/search.rs`). Distances are cosine distances,
-//! `1 − cos`, which for normalised vectors is what Chroma reports.
+//! line, which is equivalent: see `index.rs`); the distances are exact, and
+//! the rows are those of an exact scan but for the rare true neighbour the
+//! codes rank too low (`benches/search.rs` measures recall against the exact
+//! scan). Distances are cosine distances, `1 − cos`, which for normalised
+//! vectors is what Chroma reports.
 //!
 //! Why not `sqlite-vec`? It was measured on this machine at 100k × 256:
 //! brute force with `vec_distance_cosine` in SQL took 77 ms (p50) and its
@@ -73,6 +77,7 @@ mod error;
 mod fts;
 mod index;
 mod lexical;
+mod quant;
 mod registry;
 mod schema;
 
@@ -98,7 +103,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 pub use error::{EmbeddedError, OPEN_OPERATION, QUERY_OPERATION, READ_OPERATION, WRITE_OPERATION};
 pub use schema::SCHEMA_VERSION;
 
-use index::{GroupKey, VectorIndex, source_line};
+use index::{ExactVectors, GroupKey, VectorIndex, source_line};
 
 /// The database file inside the store's folder.
 pub const DATABASE_FILE: &str = "store.sqlite3";
@@ -189,6 +194,14 @@ impl Consistency {
             && self.fts_without_chunk == 0
             && self.malformed_vectors == 0
     }
+}
+
+/// See [`EmbeddedStore::exact_scan`].
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct ExactScan {
+    vectors: ExactVectors,
+    changes: u64,
 }
 
 /// The embedded store (see the crate docs). Cloning shares the same store.
@@ -327,7 +340,7 @@ impl EmbeddedStore {
     /// passing `filter`, closest first, `distance` set. Exact.
     pub fn search(&self, embedding: &[f32], filter: &SearchFilter, k: usize) -> Result<Vec<Candidate>, EmbeddedError> {
         let view = self.view()?;
-        let hits = view.vector_hits(embedding, filter, k)?;
+        let hits = view.vector_hits(&self.inner.reader, embedding, filter, k)?;
         view.fetch(&self.reader(), &hits)
     }
 
@@ -373,16 +386,47 @@ impl EmbeddedStore {
     ) -> Result<Vec<Candidate>, EmbeddedError> {
         let depth = k.max(options.depth);
         let view = self.view()?;
-        let mut reader = self.reader();
         // The scan is CPU in Rust, the lexical ranking mostly SQLite: run them
-        // side by side on the same snapshot.
+        // side by side on the same snapshot. The lexical ranking holds the
+        // reader only while it runs (the guard is a temporary), so the scan's
+        // exact rescore can take it afterwards instead of waiting forever.
         let (vector, lexical) = std::thread::scope(|scope| {
-            let vector = scope.spawn(|| view.vector_hits(embedding, filter, depth));
-            let lexical = view.lexical_hits(&mut reader, query, filter, depth);
+            let vector = scope.spawn(|| view.vector_hits(&self.inner.reader, embedding, filter, depth));
+            let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth);
             (vector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), lexical)
         });
         let fused = hybrid_fusion(&vector?, &lexical?, options, k);
-        view.fetch(&reader, &fused)
+        view.fetch(&self.reader(), &fused)
+    }
+
+    /// An `f32` copy of every vector, for [`EmbeddedStore::search_exact`]:
+    /// the exact scan that [`EmbeddedStore::search`] is measured against
+    /// (benches and tests). Valid until the store next changes.
+    #[doc(hidden)]
+    pub fn exact_scan(&self) -> Result<ExactScan, EmbeddedError> {
+        let view = self.view()?;
+        let reader = self.reader();
+        let dim = view.index.dim();
+        let vectors = view.index.exact_vectors(|pk, out| read_vector(&reader.conn, pk, dim, out))?;
+        Ok(ExactScan { vectors, changes: view.changes })
+    }
+
+    /// [`EmbeddedStore::search`] by scoring every passing row from `scan`;
+    /// nothing when the store has changed since `scan` was taken.
+    #[doc(hidden)]
+    pub fn search_exact(
+        &self,
+        scan: &ExactScan,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        k: usize,
+    ) -> Result<Vec<Candidate>, EmbeddedError> {
+        let view = self.view()?;
+        if view.changes != scan.changes || view.index.dim() != embedding.len() {
+            return Ok(Vec::new());
+        }
+        let hits = view.index.exact_nearest(&scan.vectors, embedding, k, &view.index.mask(filter));
+        view.fetch(&self.reader(), &hits)
     }
 
     /// Applies a batch in one transaction (see [`WriteBatch`]).
@@ -786,8 +830,11 @@ struct View<'a> {
 }
 
 impl View<'_> {
+    /// The vector ranking; `reader` is locked only to read the `f32`
+    /// vectors of the final candidates.
     fn vector_hits(
         &self,
+        reader: &Mutex<Reader>,
         embedding: &[f32],
         filter: &SearchFilter,
         k: usize,
@@ -798,7 +845,13 @@ impl View<'_> {
             dim if dim != embedding.len() => {
                 Err(EmbeddedError::Dimension { operation: QUERY_OPERATION, expected: dim, got: embedding.len() })
             }
-            _ => Ok(index.nearest(embedding, k, &index.mask(filter))),
+            dim => {
+                let mut locked = None;
+                index.nearest(embedding, k, &index.mask(filter), |pk, out| {
+                    let reader = locked.get_or_insert_with(|| reader.lock().unwrap_or_else(PoisonError::into_inner));
+                    read_vector(&reader.conn, pk, dim, out)
+                })
+            }
         }
     }
 
@@ -985,6 +1038,38 @@ fn vector_blob(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// Decodes a `vectors.embedding` blob of a `dim`-dimensional store into `out`.
+fn decode_vector(
+    blob: rusqlite::types::ValueRef<'_>,
+    pk: i64,
+    dim: usize,
+    operation: &'static str,
+    out: &mut Vec<f32>,
+) -> Result<(), EmbeddedError> {
+    let blob = blob.as_blob().map_err(|e| EmbeddedError::Corrupt { operation, pk, detail: e.to_string() })?;
+    if blob.len() != dim * 4 {
+        return Err(EmbeddedError::Corrupt {
+            operation,
+            pk,
+            detail: format!("vector of {} bytes, expected {}", blob.len(), dim * 4),
+        });
+    }
+    out.clear();
+    out.extend(blob.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])));
+    Ok(())
+}
+
+/// Reads the `f32` vector of row `pk` into `out`; `false` when it is gone.
+fn read_vector(conn: &Connection, pk: i64, dim: usize, out: &mut Vec<f32>) -> Result<bool, EmbeddedError> {
+    let err = || EmbeddedError::sqlite(QUERY_OPERATION);
+    let mut stmt = conn.prepare_cached("SELECT embedding FROM vectors WHERE pk = ?1").map_err(err())?;
+    let mut rows = stmt.query([pk]).map_err(err())?;
+    match rows.next().map_err(err())? {
+        Some(row) => decode_vector(row.get_ref(0).map_err(err())?, pk, dim, QUERY_OPERATION, out).map(|()| true),
+        None => Ok(false),
+    }
+}
+
 /// Reads every vector and group key in one read transaction.
 fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex, EmbeddedError> {
     let err = || EmbeddedError::sqlite(operation);
@@ -1007,24 +1092,10 @@ fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex,
         )
         .map_err(err())?;
     let mut rows = stmt.query([]).map_err(err())?;
-    let mut vector = vec![0.0f32; dim];
+    let mut vector = Vec::with_capacity(dim);
     while let Some(row) = rows.next().map_err(err())? {
         let pk: i64 = row.get(0).map_err(err())?;
-        let blob = row.get_ref(5).map_err(err())?.as_blob().map_err(|e| EmbeddedError::Corrupt {
-            operation,
-            pk,
-            detail: e.to_string(),
-        })?;
-        if blob.len() != dim * 4 {
-            return Err(EmbeddedError::Corrupt {
-                operation,
-                pk,
-                detail: format!("vector of {} bytes, expected {}", blob.len(), dim * 4),
-            });
-        }
-        for (x, bytes) in vector.iter_mut().zip(blob.chunks_exact(4)) {
-            *x = f32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        }
+        decode_vector(row.get_ref(5).map_err(err())?, pk, dim, operation, &mut vector)?;
         let key = GroupKey {
             organization: row.get(1).map_err(err())?,
             repository: row.get(2).map_err(err())?,

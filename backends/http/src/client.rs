@@ -3,7 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -98,10 +98,18 @@ impl fmt::Debug for HttpSettings {
 }
 
 /// The HTTP client every backend shares. Cloning is cheap and shares the
-/// connection pool.
+/// connection pools.
+///
+/// Two reqwest clients: one for `http://` built without trust roots, and one
+/// for `https://` built on the first `https://` request. Building a client
+/// with the platform's roots reads every file of the system certificate
+/// store (hundreds, about half of a stdio start-up), which a set-up whose
+/// backends are all `http://` (the usual local Chroma and embed server)
+/// never needs.
 #[derive(Clone)]
 pub struct HttpClient {
-    client: reqwest::Client,
+    plain: reqwest::Client,
+    tls: Arc<OnceLock<Result<reqwest::Client, String>>>,
     user_agent: HeaderValue,
     retry_attempts: u32,
     request_timeout: Duration,
@@ -139,16 +147,22 @@ enum AttemptError {
 }
 
 impl HttpClient {
-    /// Builds the client. Fails only when the TLS stack cannot be set up or
-    /// the User-Agent is not a valid header value.
+    /// Builds the client. Fails only when the User-Agent is not a valid
+    /// header value; a TLS stack that cannot be set up fails the first
+    /// `https://` request instead.
     pub fn new(settings: HttpSettings) -> Result<Self, HttpError> {
         let user_agent = HeaderValue::from_str(&settings.user_agent)
             .map_err(|_| HttpError::Setup { detail: "the User-Agent is not a valid header value".into() })?;
         // Timeouts are enforced per attempt by `send_once`, which needs to tell
-        // "awaiting headers" from "reading body" apart as Go does.
-        let client = reqwest::Client::builder().build().map_err(|e| HttpError::Setup { detail: e.to_string() })?;
+        // "awaiting headers" from "reading body" apart as Go does. No roots:
+        // this client never sees an `https://` URL.
+        let plain = reqwest::Client::builder()
+            .tls_certs_only(std::iter::empty())
+            .build()
+            .map_err(|e| HttpError::Setup { detail: e.to_string() })?;
         Ok(HttpClient {
-            client,
+            plain,
+            tls: Arc::new(OnceLock::new()),
             user_agent,
             retry_attempts: settings.retry_attempts.max(1),
             request_timeout: settings.request_timeout,
@@ -240,10 +254,11 @@ impl HttpClient {
         })?;
         let authorization = authorization.filter(|a| !a.is_empty());
         let go_method = if method == Method::POST { "Post" } else { "Get" };
+        let client = self.client_for(&parsed)?;
         for attempt in 1..=self.retry_attempts {
             tracing::debug!(operation, method = %method, url, attempt, "backend request");
             let last = attempt == self.retry_attempts;
-            match self.send_once(&method, &parsed, body.clone(), authorization).await {
+            match self.send_once(client, &method, &parsed, body.clone(), authorization).await {
                 Err(AttemptError::Transport(detail)) => {
                     tracing::debug!(operation, attempt, detail = %secrets.redact(&detail), "backend request got no response");
                     if !last {
@@ -287,16 +302,37 @@ impl HttpClient {
         unreachable!("retry_attempts is at least 1, and the last attempt always returns")
     }
 
+    /// The reqwest client for `url`'s scheme, building the TLS one on first
+    /// use (see [`HttpClient`]).
+    fn client_for(&self, url: &Url) -> Result<&reqwest::Client, HttpError> {
+        if url.scheme() != "https" {
+            return Ok(&self.plain);
+        }
+        self.tls
+            .get_or_init(|| {
+                tracing::debug!("setting up TLS with the platform's trust roots");
+                reqwest::Client::builder().build().map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|detail| HttpError::Setup { detail: detail.clone() })
+    }
+
+    /// Whether the `https://` client has been built (tests).
+    pub fn tls_ready(&self) -> bool {
+        self.tls.get().is_some()
+    }
+
     /// One attempt under one deadline covering the head and the whole body.
     async fn send_once(
         &self,
+        client: &reqwest::Client,
         method: &Method,
         url: &Url,
         body: Option<Bytes>,
         authorization: Option<&str>,
     ) -> Result<Answer, AttemptError> {
         let deadline = Instant::now() + self.request_timeout;
-        let mut request = self.client.request(method.clone(), url.clone()).header(USER_AGENT, self.user_agent.clone());
+        let mut request = client.request(method.clone(), url.clone()).header(USER_AGENT, self.user_agent.clone());
         if let Some(body) = body {
             request = request.header(CONTENT_TYPE, "application/json").body(body);
         }

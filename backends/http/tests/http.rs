@@ -323,3 +323,19 @@ async fn issue12_summaries_keep_urls_and_bodies_out() {
     assert!(err.to_string().contains("decode response"), "{err}");
     assert_eq!(err.summary(), "test operation: the reply is not the expected JSON");
 }
+
+/// Issue #13: an `http://` backend never builds the TLS client (which reads the whole system
+/// certificate store); the first `https://` request does, and a clone shares it.
+#[tokio::test]
+async fn tls_is_set_up_on_the_first_https_request_only() {
+    let server = FakeServer::sequence(vec![Reply::json(json!({"ok": true}))]).await;
+    let client = instant_client(settings(1));
+    assert!(!client.tls_ready());
+    assert_eq!(get(&client, &format!("{}/x", server.url())).await.unwrap(), Answer { ok: true });
+    assert!(!client.tls_ready(), "an http:// request set up TLS");
+    let clone = client.clone();
+    // Nothing listens there; the request fails after the TLS client is built.
+    let https = refused_url().await.replacen("http://", "https://", 1);
+    assert!(matches!(get(&clone, &format!("{https}/x")).await, Err(HttpError::Transport { .. })));
+    assert!(client.tls_ready());
+}

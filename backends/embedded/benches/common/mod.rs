@@ -93,11 +93,28 @@ pub fn generate(
     rng: &mut Rng,
     zipf: &Zipf,
     words: &[String],
-    mut embed: impl FnMut(&mut Rng, &str) -> Vec<f32>,
+    embed: impl FnMut(&mut Rng, &str) -> Vec<f32>,
 ) -> Vec<(usize, EmbeddedChunk)> {
     let mut out = Vec::with_capacity(n);
+    generate_in_batches(n, rng, zipf, words, n.max(1), embed, |batch| out.extend(batch));
+    out
+}
+
+/// The chunks of [`generate`], handed to `each` in batches of `batch` (the
+/// last may be shorter), so a large corpus is never held whole.
+pub fn generate_in_batches(
+    n: usize,
+    rng: &mut Rng,
+    zipf: &Zipf,
+    words: &[String],
+    batch: usize,
+    mut embed: impl FnMut(&mut Rng, &str) -> Vec<f32>,
+    mut each: impl FnMut(Vec<(usize, EmbeddedChunk)>),
+) {
+    let mut out = Vec::with_capacity(batch.min(n));
+    let mut made = 0;
     let mut file = 0usize;
-    while out.len() < n {
+    while made < n {
         let org = ORGS[file % ORGS.len()];
         let repo_index = file % REPOSITORIES;
         let repo = format!("repo{repo_index}");
@@ -105,7 +122,7 @@ pub fn generate(
         let (ext, file_type) = EXTS[rng.below(EXTS.len())];
         let path = format!("{}/module{}/file{file}.{ext}", DIRS[rng.below(DIRS.len())], rng.below(50));
         let chunks = 5 + rng.below(11);
-        for i in 0..chunks.min(n - out.len()) {
+        for i in 0..chunks.min(n - made) {
             let body: Vec<&str> = (0..100).map(|_| words[zipf.sample(rng)].as_str()).collect();
             let namespace_id = format!("{org}/{repo}@{branch}");
             let document = format!("Source: {namespace_id}:{path}\nType: {file_type}\n\n{}", body.join(" "));
@@ -126,8 +143,14 @@ pub fn generate(
             };
             let chunk = Chunk { id: format!("{namespace_id}:{path}:{i}"), document, metadata };
             out.push((repo_index, EmbeddedChunk { chunk, embedding }));
+            made += 1;
+            if out.len() == batch {
+                each(std::mem::replace(&mut out, Vec::with_capacity(batch.min(n - made))));
+            }
         }
         file += 1;
     }
-    out
+    if !out.is_empty() {
+        each(out);
+    }
 }
