@@ -135,6 +135,7 @@ pub fn new_store_settings(name: &str) -> Result<StoreSettings, LocalError> {
             dimension: rr_minilm::DIMENSION,
             query_prefix: String::new(),
             document_prefix: String::new(),
+            chunking: DEFAULT_EMBEDDED_CHUNKING,
         }),
         other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
     }

@@ -531,6 +531,8 @@ fn issue9_switching_the_chunking_rewrites_every_record() {
     let (code, stderr) = failure(&["index", corpus().to_str().unwrap(), "--chunking", "fancy"]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("invalid value 'fancy' for '--chunking <CHUNKING>'"), "{stderr}");
+}
+
 fn write(root: &Path, relative: &str, text: &str) {
     let path = root.join(relative);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
