@@ -49,7 +49,7 @@ use std::sync::{Mutex, OnceLock, PoisonError};
 
 use async_trait::async_trait;
 use rr_core::render::path_escape;
-use rr_core::{BackendError, CallContext, Candidate, Chunk, Metadata, SearchFilter, VectorQuery, VectorStore};
+use rr_core::{BackendError, CallContext, Candidate, Chunk, SearchFilter, VectorQuery, VectorStore};
 use rr_http::json::{self, null_as_default};
 use rr_http::{HttpClient, HttpError, bearer};
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,6 @@
 //! header could be passed through.
 
 use rr_core::Chunk;
-use rr_core::Metadata;
 use rr_http::json::null_as_default;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
