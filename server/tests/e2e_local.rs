@@ -583,8 +583,8 @@ fn issue11_a_built_checkout_is_indexed_without_its_build_output() {
     for path in build_output {
         assert!(!found.contains(path), "{path} was indexed: {found}");
     }
-    // The link goes to the commit on GitHub, as the reference's would (the semantic chunk starts at
-    // the doc comment).
+    // The link goes to the commit on GitHub, as the reference's would; the chunk (semantic
+    // chunking, the embedded default) starts at the doc comment.
     assert!(found.contains(&format!("(https://github.com/octo/demo/blob/{sha}/src/lib.rs#L1-L2)")), "{found}");
 
     // --no-ignore: the reference's selection, build output included.
@@ -620,5 +620,6 @@ fn issue11_links_follow_the_remote_and_a_folder_without_one_has_none() {
     index_json(&["index", dir, "--store", store.to_str().unwrap()]);
     let found = search(&store, "greetWidget", &[]);
     assert!(found.contains("**Repo:** `group/sub/tool@main`"), "{found}");
+    // GitLab's line-range form; the semantic chunk holds the file from its first line.
     assert!(found.contains(&format!("(https://gitlab.com/group/sub/tool/-/blob/{sha}/main.go#L1-4)")), "{found}");
 }
