@@ -170,10 +170,10 @@ pub struct RetrievalArgs {
     /// Hybrid: weight of the dense ranking [default: 1].
     #[arg(long, value_name = "W")]
     pub hybrid_weight_dense: Option<f64>,
-    /// Hybrid: weight of the lexical ranking [default: 1].
+    /// Hybrid: weight of the lexical ranking [default: 4].
     #[arg(long, value_name = "W")]
     pub hybrid_weight_lexical: Option<f64>,
-    /// Hybrid: the k of reciprocal-rank fusion [default: 60].
+    /// Hybrid: the k of reciprocal-rank fusion [default: 20].
     #[arg(long, value_name = "K")]
     pub hybrid_rrf_k: Option<f64>,
     /// Hybrid: candidates read from each ranking before fusion [default: 50].
