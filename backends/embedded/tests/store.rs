@@ -300,11 +300,11 @@ fn hybrid_ranking_fuses_by_reciprocal_rank() {
     // The lexical ranking weighted 3x: b: 1/64 + 3/61 = 0.064805 > c: 1/62 + 3/62 = 0.064516.
     let heavy = rr_core::HybridOptions { weight_lexical: 3.0, ..equal };
     assert_eq!(ids(&store.hybrid_search_with("zephyr quokka", &q, &any, 4, &heavy).unwrap()), ["b", "c", "a", "d"]);
-    // The defaults (1 and 1.5, k = 20): c: 2.5/22 = 0.113636 > b: 1/24 + 1.5/21 = 0.113095.
+    // The defaults (1 and 4, k = 20): b: 1/24 + 4/21 = 0.232143 > c: 5/22 = 0.227273.
     let hybrid = store.hybrid_search("zephyr quokka", &q, &any, 4).unwrap();
-    assert_eq!(ids(&hybrid), ["c", "b", "a", "d"]);
-    assert!((hybrid[0].distance.unwrap() + 2.5 / 22.0).abs() < 1e-12);
-    assert_eq!(ids(&store.hybrid_search("zephyr quokka", &q, &any, 2).unwrap()), ["c", "b"]);
+    assert_eq!(ids(&hybrid), ["b", "c", "a", "d"]);
+    assert!((hybrid[0].distance.unwrap() + (1.0 / 24.0 + 4.0 / 21.0)).abs() < 1e-12);
+    assert_eq!(ids(&store.hybrid_search("zephyr quokka", &q, &any, 2).unwrap()), ["b", "c"]);
     // The filter applies to both rankings.
     let only_b = filter(("", "", ""), "b.txt");
     assert_eq!(ids(&store.hybrid_search("zephyr quokka", &q, &only_b, 4).unwrap()), ["b"]);
