@@ -119,7 +119,7 @@ pub enum Invocation {
     /// `--version`: print the version line to stdout and exit 0. Checked before any configuration
     /// is read, so it succeeds even when the rest would not.
     Version,
-    /// `-h`/`-help`/`--help`: [`help`] has been written to stdout by [`load`]; exit 0.
+    /// `-h`/`-help`/`--help`: the caller writes the help to stdout; exit 0.
     Help,
 }
 
@@ -169,17 +169,8 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// Reads the configuration from the command line (`args` without `argv[0]`) and the environment
-/// as the reference server does. For `-h`/`-help` it writes [`help`] to stdout and returns
-/// [`Invocation::Help`]; it writes nothing else.
-pub fn load(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ConfigError> {
-    let invocation = resolve(args, env)?;
-    if invocation == Invocation::Help {
-        print!("{}", help());
-    }
-    Ok(invocation)
-}
-
-/// [`load`] without writing anything.
+/// as the reference server does; it writes nothing (for `-h`/`-help` the caller prints the help,
+/// which lists the subcommands the CLI defines).
 pub fn resolve(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ConfigError> {
     match flags::parse(args) {
         Ok(flags::Parsed::Help) => Ok(Invocation::Help),
@@ -189,7 +180,7 @@ pub fn resolve(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<
     }
 }
 
-/// The `std::env` lookup to pass to [`load`]. A value that is not valid UTF-8 is passed on with
+/// The `std::env` lookup to pass to [`resolve`]. A value that is not valid UTF-8 is passed on with
 /// its invalid bytes replaced, where Go would keep the raw bytes.
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())

@@ -213,7 +213,7 @@ fn help_and_version() {
 /// Issue 11: `--help` lists the subcommands, one line each, and then the drop-in flags.
 #[test]
 fn help_lists_the_subcommands_and_the_drop_in_flags() {
-    let text = help();
+    let text = crate::cli::help();
     assert!(text.starts_with("Repository search for AI agents over MCP.\n"), "{text}");
     for command in ["index", "search", "serve", "eval", "plugins"] {
         let line = text

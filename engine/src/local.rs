@@ -15,8 +15,7 @@ use std::time::Instant;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
 use rr_core::{
-    CallContext, Embedder, HybridOptions, PipelineOptions, RerankChain, Reranker, RetrievalMode, SearchArgs,
-    SearchEngine, VectorStore,
+    Embedder, HybridOptions, PipelineOptions, RerankChain, Reranker, RetrievalMode, SearchEngine, VectorStore,
 };
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_hash_embed::HashEmbedder;
@@ -311,7 +310,7 @@ pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
 
 /// The Chroma store and embedder of a Chroma target, on one HTTP client.
 fn chroma_target(target: &ChromaTarget) -> Result<(ChromaStore, OpenAiEmbedder), LocalError> {
-    let mut settings = HttpSettings::new(crate::app::user_agent());
+    let mut settings = HttpSettings::new(crate::user_agent());
     settings.secrets = [&target.bearer_token, &target.embedding_api_key]
         .into_iter()
         .flatten()
@@ -485,7 +484,7 @@ pub fn reranker(kinds: &[String], min_score: Option<f64>) -> Result<Option<Arc<d
         return Err(LocalError::new(format!("--rerank-min-score: must be a number, not {v}")));
     }
     let registry = Registry::builtin().map_err(|e| LocalError::new(e.to_string()))?;
-    let ctx = FactoryContext::new(crate::app::user_agent());
+    let ctx = FactoryContext::new(crate::user_agent());
     let defaults = serde_json::Value::Object(serde_json::Map::new());
     let stages = kinds
         .iter()
@@ -539,26 +538,6 @@ pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
         )));
     }
     Ok(OpenStore { embedder, store, settings })
-}
-
-/// Runs one search as the MCP tool would and returns its text and whether
-/// it is an error.
-pub async fn search(
-    store_dir: &Path,
-    args: SearchArgs,
-    choice: &RetrievalChoice,
-    reranker: Option<Arc<dyn Reranker>>,
-) -> Result<(String, bool), LocalError> {
-    let engine = engine_with(store_dir, choice, reranker)?;
-    let outcome = crate::tool::call_with(
-        &engine,
-        args,
-        &CallContext::default(),
-        &rr_core::ArgLimits::default(),
-        crate::tool::ErrorText::Summary,
-    )
-    .await;
-    Ok((outcome.text, outcome.is_error))
 }
 
 #[cfg(test)]

@@ -236,7 +236,7 @@ fn reranker(
 
 /// The factory context the file describes.
 pub fn context(file: &StoresFile) -> Result<FactoryContext, StoresError> {
-    let mut ctx = FactoryContext::new(crate::app::user_agent());
+    let mut ctx = FactoryContext::new(crate::user_agent());
     if let Some(n) = file.retry_attempts {
         ctx.retry_attempts = n.max(1);
     }

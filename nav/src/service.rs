@@ -1,0 +1,240 @@
+//! The navigation service of one source: the catalogue kept up to date
+//! with the store, and the whole files the scans read, cached per
+//! repository fingerprint.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use rr_embedded::EmbeddedStore;
+use serde::Serialize;
+
+use crate::catalog::{Catalogue, NewRepository, Repository};
+use crate::chroma::ChromaSource;
+use crate::entities;
+use crate::files::{self, FileText};
+use crate::source::{EmbeddedSource, NavSource};
+
+/// The resource scheme.
+pub const SCHEME: &str = "repo-retriever";
+
+/// Operator settings of the navigation tools.
+#[derive(Debug, Clone)]
+pub struct NavConfig {
+    /// Regex time per file in `find_patterns`.
+    pub regex_file_budget: Duration,
+    /// Regex time per call in `find_patterns`.
+    pub regex_call_budget: Duration,
+    /// Let `add_repository` fetch from loopback addresses (tests only; off by
+    /// default): loopback hosts may then use a port and `http://`/`git://`.
+    pub allow_loopback_git: bool,
+    /// Time limit of the pre-flight check.
+    pub preflight_timeout: Duration,
+    /// Time limit of the clone.
+    pub clone_timeout: Duration,
+}
+
+impl Default for NavConfig {
+    fn default() -> Self {
+        NavConfig {
+            regex_file_budget: Duration::from_secs(1),
+            regex_call_budget: Duration::from_secs(10),
+            allow_loopback_git: std::env::var("REPO_RETRIEVER_ALLOW_LOOPBACK_GIT").is_ok_and(|v| v == "1"),
+            preflight_timeout: Duration::from_secs(10),
+            clone_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A tool result: JSON text, or a one-line error.
+pub type ToolResult = Result<String, String>;
+
+/// A repository's files and the fingerprint they were read at.
+type CachedFiles = (String, Arc<Vec<FileText>>);
+
+/// The navigation service of one source.
+pub struct NavService {
+    source: Arc<dyn NavSource>,
+    catalogue: Mutex<Catalogue>,
+    config: NavConfig,
+    /// Whole files per repository id and fingerprint, for scans.
+    files: Mutex<HashMap<i64, CachedFiles>>,
+    /// Serialises catalogue refreshes.
+    refresh_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for NavService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NavService")
+            .field("source", &self.source.name())
+            .field("dir", &self.source.store_dir())
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn pretty<T: Serialize>(value: &T) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|_| "{}".into())
+}
+
+/// The tool error of `add_repository` over a source it cannot index into
+/// (a Chroma collection opened without an embedding endpoint).
+pub const ADD_UNAVAILABLE: &str =
+    "add_repository is not available on this server: it has no embedding endpoint to index the collection with.";
+
+impl NavService {
+    /// Opens the catalogue beside the embedded store and brings it up to date.
+    pub fn open(dir: &Path, store: EmbeddedStore, config: NavConfig) -> Result<Arc<Self>, String> {
+        let catalogue = Catalogue::open(dir)
+            .map_err(|e| format!("cannot open the repository catalogue in {}: {e}", dir.display()))?;
+        Self::open_source(Arc::new(EmbeddedSource::new(dir, store)), catalogue, config)
+    }
+
+    /// Opens the embedded store in `dir` and the catalogue beside it.
+    pub fn open_dir(dir: &Path, config: NavConfig) -> Result<Arc<Self>, String> {
+        let store = EmbeddedStore::open(dir).map_err(|e| format!("cannot open the store at {}: {e}", dir.display()))?;
+        Self::open(dir, store, config)
+    }
+
+    /// Reads a Chroma collection, with the catalogue in memory (repository
+    /// ids hold while the server runs). The first read runs on the
+    /// blocking pool.
+    pub async fn open_chroma(source: ChromaSource, config: NavConfig) -> Result<Arc<Self>, String> {
+        let catalogue = Catalogue::in_memory().map_err(|e| format!("cannot create the repository catalogue: {e}"))?;
+        tokio::task::spawn_blocking(move || Self::open_source(Arc::new(source), catalogue, config))
+            .await
+            .map_err(|e| format!("internal error: {e}"))?
+    }
+
+    /// A service over `source` with `catalogue`, brought up to date.
+    pub fn open_source(
+        source: Arc<dyn NavSource>,
+        catalogue: Catalogue,
+        config: NavConfig,
+    ) -> Result<Arc<Self>, String> {
+        let service = Arc::new(NavService {
+            source,
+            catalogue: Mutex::new(catalogue),
+            config,
+            files: Mutex::new(HashMap::new()),
+            refresh_lock: Mutex::new(()),
+        });
+        service.refresh().map_err(|e| format!("cannot read the store's repositories: {e}"))?;
+        Ok(service)
+    }
+
+    pub fn config(&self) -> &NavConfig {
+        &self.config
+    }
+
+    pub fn source(&self) -> &dyn NavSource {
+        self.source.as_ref()
+    }
+
+    /// The embedded store's folder; `None` over a Chroma collection.
+    pub fn dir(&self) -> Option<&Path> {
+        self.source.store_dir()
+    }
+
+    /// The catalogue, locked.
+    pub fn catalogue(&self) -> std::sync::MutexGuard<'_, Catalogue> {
+        self.catalogue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Refreshes before a call when the source changes underneath.
+    pub(crate) fn sync_source(&self) -> Result<(), String> {
+        if self.source.changes_underneath() { self.refresh() } else { Ok(()) }
+    }
+
+    /// Registers namespaces the catalogue has not seen, rebuilds the
+    /// definitions of those whose files changed, and drops repositories
+    /// whose namespace left the store (unless `add_repository` is on them).
+    pub fn refresh(&self) -> Result<(), String> {
+        let _guard = self.refresh_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let namespaces = self.source.namespaces()?;
+        let known = self.catalogue().repositories().map_err(|e| e.to_string())?;
+        for ns in &namespaces {
+            let existing = known.iter().find(|r| r.namespace_id == ns.namespace_id);
+            let id = match existing {
+                Some(r) if r.status == "pending" || r.status == "processing" => continue,
+                Some(r) => r.id,
+                None => {
+                    if ns.organization.is_empty() {
+                        continue;
+                    }
+                    let name = format!("{}/{}", ns.organization, ns.repository);
+                    let url = (ns.organization != "local" && !ns.organization.contains('.'))
+                        .then(|| format!("https://github.com/{name}"));
+                    self.catalogue()
+                        .insert(&NewRepository {
+                            namespace_id: ns.namespace_id.clone(),
+                            organization: ns.organization.clone(),
+                            repository: ns.repository.clone(),
+                            index_branch: ns.branch.clone(),
+                            name,
+                            url,
+                            branch: Some(ns.branch.clone()),
+                            description: None,
+                            status: "processing".into(),
+                            managed: false,
+                        })
+                        .map_err(|e| e.to_string())?
+                }
+            };
+            self.rebuild(id, &ns.namespace_id, None)?;
+        }
+        for r in known {
+            if !r.managed && !namespaces.iter().any(|n| n.namespace_id == r.namespace_id) {
+                self.catalogue().delete(r.id).map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuilds one repository's definitions from the store when its
+    /// fingerprint changed, and marks it completed.
+    pub fn rebuild(&self, id: i64, namespace_id: &str, note: Option<&str>) -> Result<(), String> {
+        let fingerprint = self.source.fingerprint(namespace_id)?;
+        let current = self.catalogue().repository(id).map_err(|e| e.to_string())?;
+        if current.as_ref().is_some_and(|r| r.status == "completed" && r.fingerprint == fingerprint) && note.is_none() {
+            return Ok(());
+        }
+        let metadata = self.source.metadata(namespace_id)?;
+        let files = self.source.files(namespace_id, &metadata)?;
+        let texts: HashMap<&str, &str> = files.iter().map(|f| (f.path.as_str(), f.content.as_str())).collect();
+        let entities = entities::namespace_entities(&metadata, |p| texts.get(p).copied());
+        let commit = metadata.iter().map(|m| m.indexed_commit_sha.as_str()).find(|s| !s.is_empty());
+        let language = files::primary_language(&files);
+        let framework = files::framework(&files);
+        self.catalogue()
+            .complete(
+                id,
+                &entities,
+                files.len() as i64,
+                commit,
+                language.as_deref(),
+                framework.as_deref(),
+                &fingerprint,
+                note,
+            )
+            .map_err(|e| e.to_string())?;
+        self.files.lock().unwrap_or_else(PoisonError::into_inner).insert(id, (fingerprint, Arc::new(files)));
+        Ok(())
+    }
+
+    /// The stored files of a completed repository (cached per fingerprint).
+    pub(crate) fn files_of(&self, repo: &Repository) -> Result<Arc<Vec<FileText>>, String> {
+        if let Some((fp, files)) = self.files.lock().unwrap_or_else(PoisonError::into_inner).get(&repo.id)
+            && *fp == repo.fingerprint
+        {
+            return Ok(files.clone());
+        }
+        let metadata = self.source.metadata(&repo.namespace_id)?;
+        let files = Arc::new(self.source.files(&repo.namespace_id, &metadata)?);
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(repo.id, (repo.fingerprint.clone(), files.clone()));
+        Ok(files)
+    }
+}
