@@ -16,6 +16,7 @@ pub mod stores;
 // them linked for the registry (and `plugins`, `serve --stores`, `eval`) to
 // find their kinds.
 use rr_cross_encoder as _;
+use rr_hash_embed as _;
 use rr_qdrant as _;
 use rr_rerank_apis as _;
 use rr_rerank_lexical as _;

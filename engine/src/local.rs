@@ -18,7 +18,6 @@ use rr_core::{
     Embedder, HybridOptions, PipelineOptions, RerankChain, Reranker, RetrievalMode, SearchEngine, VectorStore,
 };
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
-use rr_hash_embed::HashEmbedder;
 use rr_http::{HttpClient, HttpSettings};
 use rr_indexer::sync::{SyncOptions, SyncSummary};
 use rr_indexer::{ChunkingScheme, Identity, IndexOptions};
@@ -96,23 +95,34 @@ fn write_settings(dir: &Path, settings: &StoreSettings) -> Result<(), LocalError
         .map_err(|e| LocalError::new(format!("cannot write {}: {e}", path.display())))
 }
 
+/// The embedder a store was written with, built by kind through the registry.
 fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalError> {
+    let registry = Registry::builtin().map_err(|e| LocalError::new(e.to_string()))?;
+    let ctx = FactoryContext::new(crate::user_agent());
+    let message = |e: RegistryError| match e {
+        RegistryError::Factory { message, .. } => message,
+        other => other.to_string(),
+    };
     match settings.embedder.as_str() {
-        "hash" => HashEmbedder::new(settings.dimension)
-            .map(|e| Arc::new(e) as Arc<dyn Embedder>)
-            .ok_or_else(|| LocalError::new(format!("invalid hash embedder dimension {}", settings.dimension))),
+        "hash" => registry
+            .embedder("hash", &serde_json::json!({ "dimension": settings.dimension }), &ctx)
+            .map_err(|_| LocalError::new(format!("invalid hash embedder dimension {}", settings.dimension))),
         "minilm" => {
-            let failed = |e: rr_minilm::MiniLmError| LocalError::new(format!("cannot load the minilm embedder: {e}"));
-            let embedder = rr_minilm::MiniLmEmbedder::from_dir(rr_minilm::locate().map_err(failed)?).map_err(failed)?;
-            if embedder.dimension() != settings.dimension {
+            let failed = |e: String| LocalError::new(format!("cannot load the minilm embedder: {e}"));
+            let dir = rr_minilm::locate().map_err(|e| failed(e.to_string()))?;
+            let embedder = registry
+                .embedder("minilm", &serde_json::json!({ "dir": dir }), &ctx)
+                .map_err(|e| failed(message(e)))?;
+            if let Some(dimension) = embedder.dimension()
+                && dimension != settings.dimension
+            {
                 return Err(LocalError::new(format!(
-                    "the minilm model at {} makes {}-dimensional vectors, the store expects {}",
-                    embedder.dir().display(),
-                    embedder.dimension(),
+                    "the minilm model at {} makes {dimension}-dimensional vectors, the store expects {}",
+                    dir.display(),
                     settings.dimension
                 )));
             }
-            Ok(Arc::new(embedder))
+            Ok(embedder)
         }
         other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
     }

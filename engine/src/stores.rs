@@ -408,7 +408,7 @@ kind = "hash"
         let emb = TWO.replacen("kind = \"hash\"", "kind = \"hsh\"", 1);
         let msg = build_err("s.toml", &emb);
         assert!(
-            msg.starts_with("stores.a.embedder: unknown embedder kind \"hsh\"; valid kinds: hash, openai"),
+            msg.starts_with("stores.a.embedder: unknown embedder kind \"hsh\"; valid kinds: hash, minilm, openai"),
             "{msg}"
         );
         let top = format!("colour = 1\n{TWO}");

@@ -33,6 +33,7 @@
 //! `.venv` or in the `python3` on `PATH`.
 
 mod locate;
+mod registry;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -184,6 +185,10 @@ fn mean_pooled_unit_vectors(hidden: &Tensor, mask: &Tensor) -> candle_core::Resu
 impl Embedder for MiniLmEmbedder {
     fn name(&self) -> &str {
         "minilm"
+    }
+
+    fn dimension(&self) -> Option<usize> {
+        Some(MiniLmEmbedder::dimension(self))
     }
 
     /// Runs [`MiniLmEmbedder::embed_blocking`] on tokio's blocking pool: a
