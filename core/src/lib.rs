@@ -24,9 +24,9 @@ pub mod select;
 pub mod traits;
 
 pub use error::{BackendError, SearchError};
-pub use federated::{FederatedEngine, FederatedStore, SourcePattern};
+pub use federated::{FederatedStore, SkippedStore, SourcePattern};
 pub use filter::{PathGlob, SearchFilter};
-pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome, SkippedStore};
+pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome};
 pub use record::{Candidate, Chunk, Metadata};
 pub use registry::{FactoryContext, FactoryError, PluginKind, Registry, RegistryError};
 pub use request::{ArgLimits, SearchArgs, SearchRequest, ValidationError};

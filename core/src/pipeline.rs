@@ -1,13 +1,16 @@
 //! embed → retrieve → rerank → select → render, for one validated request.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
 
 use crate::error::SearchError;
-use crate::federated::FederatedEngine;
+use crate::federated::{FederatedStore, SkippedStore, fuse, humanize};
 use crate::record::Candidate;
 use crate::request::SearchRequest;
 use crate::rerank::score_order;
-use crate::retrieval::{HybridOptions, RetrievalMode, Retriever};
+use crate::retrieval::{HybridOptions, RetrievalMode};
 use crate::select::{clean_document, select};
 use crate::traits::{CallContext, Embedder, Reranker, VectorStore};
 
@@ -56,13 +59,6 @@ impl Default for RerankOptions {
     }
 }
 
-/// A store left out of a federated search, and why (already client-safe).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkippedStore {
-    pub store: String,
-    pub reason: String,
-}
-
 /// The selected results, and the stores a federated search had to skip.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SearchOutcome {
@@ -70,29 +66,43 @@ pub struct SearchOutcome {
     pub skipped: Vec<SkippedStore>,
 }
 
-/// One search configuration: an embedder, a store and an optional reranker;
-/// or several stores searched as one ([`SearchEngine::federated`]).
+/// One search configuration: an embedder, a store and an optional reranker
+/// ([`SearchEngine::new`]), or several stores searched as one
+/// ([`SearchEngine::federated`], see [`crate::federated`]).
+///
+/// Both run the same pipeline: the query is embedded once per distinct
+/// embedder (for the stores whose retrieval needs a vector), each store
+/// asked ranks its candidates, the lists become one, the reranker reorders
+/// it and the first `limit` are selected. One store searched alone differs
+/// only where a federation must: its list is kept as ranked (distances
+/// included), its error is the search's, and it has no deadline of its own
+/// nor a dimension check (the backend reports a mismatch itself).
 #[derive(Clone)]
 pub struct SearchEngine {
-    embedder: Arc<dyn Embedder>,
-    store: Arc<dyn VectorStore>,
+    stores: Arc<[FederatedStore]>,
+    /// Reorders the one list (a federation's fused list).
     reranker: Option<Arc<dyn Reranker>>,
-    options: PipelineOptions,
-    retriever: Arc<Retriever>,
-    /// When set, searches go through it and the fields above describe its first store.
-    federated: Option<Arc<FederatedEngine>>,
+    rerank: RerankOptions,
+    federated: bool,
 }
 
 impl std::fmt::Debug for SearchEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SearchEngine")
-            .field("embedder", &self.embedder.name())
-            .field("store", &self.store.name())
+            .field("stores", &self.stores)
             .field("reranker", &self.reranker.as_ref().map(|r| r.name().to_owned()))
-            .field("options", &self.options)
+            .field("rerank", &self.rerank)
             .field("federated", &self.federated)
             .finish()
     }
+}
+
+/// Why one store did not contribute.
+enum StoreFailure {
+    /// Its embedder failed; the error is `embeddings[group]`.
+    Embedding(usize),
+    Search(SearchError),
+    Timeout(Duration),
 }
 
 impl SearchEngine {
@@ -102,27 +112,46 @@ impl SearchEngine {
         reranker: Option<Arc<dyn Reranker>>,
         options: PipelineOptions,
     ) -> Self {
-        let retriever = Arc::new(Retriever::new(options.retrieval, options.hybrid));
-        SearchEngine { embedder, store, reranker, options, retriever, federated: None }
+        let name = store.name().to_owned();
+        let mut only = FederatedStore::new(name, store, embedder).with_retrieval(options.retrieval, options.hybrid);
+        only.query_prefix = options.query_prefix;
+        SearchEngine { stores: Arc::new([only]), reranker, rerank: options.rerank, federated: false }
     }
 
-    /// An engine over several stores (see [`crate::federated`]). Panics when
-    /// `engine` has no store: the configuration loader refuses that earlier.
-    pub fn federated(engine: FederatedEngine) -> Self {
-        let first = engine.stores().first().expect("a federation has at least one store");
-        SearchEngine {
-            embedder: first.embedder.clone(),
-            store: first.store.clone(),
-            reranker: None,
-            options: PipelineOptions::default(),
-            retriever: Arc::default(),
-            federated: Some(Arc::new(engine)),
+    /// Several stores searched as one, `reranker` reordering the fused list
+    /// (see [`crate::federated`]). With no store every search finds nothing.
+    pub fn federated(stores: Vec<FederatedStore>, reranker: Option<Arc<dyn Reranker>>, rerank: RerankOptions) -> Self {
+        SearchEngine { stores: stores.into(), reranker, rerank, federated: true }
+    }
+
+    /// Whether this engine is a federation (its answers may name skipped stores).
+    pub fn is_federated(&self) -> bool {
+        self.federated
+    }
+
+    /// The stores searched, in configuration order (one for [`new`](Self::new)).
+    pub fn stores(&self) -> &[FederatedStore] {
+        &self.stores
+    }
+
+    /// The reranker of the one list, if any.
+    pub fn reranker(&self) -> Option<&Arc<dyn Reranker>> {
+        self.reranker.as_ref()
+    }
+
+    /// Candidates asked of each store, and kept after fusion, for `limit`
+    /// results.
+    pub fn candidate_count(&self, limit: usize) -> usize {
+        if self.reranker.is_some() {
+            (limit * self.rerank.candidate_multiplier).min(self.rerank.max_candidates)
+        } else {
+            (limit * CANDIDATES_PER_RESULT).min(MAX_CANDIDATES_WITHOUT_RERANK)
         }
     }
 
-    /// The federation behind this engine, if it is one.
-    pub fn federation(&self) -> Option<&FederatedEngine> {
-        self.federated.as_deref()
+    /// Runs the pipeline and returns the selected results in display order.
+    pub async fn search(&self, request: &SearchRequest, ctx: &CallContext) -> Result<Vec<Candidate>, SearchError> {
+        self.search_outcome(request, ctx).await.map(|o| o.results)
     }
 
     /// Like [`search`](Self::search), also reporting skipped stores.
@@ -131,52 +160,132 @@ impl SearchEngine {
         request: &SearchRequest,
         ctx: &CallContext,
     ) -> Result<SearchOutcome, SearchError> {
-        if let Some(federated) = &self.federated {
-            return federated.search(request, ctx).await;
+        let asked: Vec<&FederatedStore> = self.stores.iter().filter(|s| s.may_hold(request)).collect();
+        if asked.is_empty() {
+            return Ok(SearchOutcome::default());
         }
-        Ok(SearchOutcome { results: self.search(request, ctx).await?, skipped: Vec::new() })
-    }
-
-    /// Candidates fetched for `limit` results.
-    pub fn candidate_count(&self, limit: usize) -> usize {
-        if let Some(federated) = &self.federated {
-            return federated.candidate_count(limit);
-        }
-        if self.reranker.is_some() {
-            (limit * self.options.rerank.candidate_multiplier).min(self.options.rerank.max_candidates)
-        } else {
-            (limit * CANDIDATES_PER_RESULT).min(MAX_CANDIDATES_WITHOUT_RERANK)
-        }
-    }
-
-    /// Runs the pipeline and returns the selected results in display order.
-    pub async fn search(&self, request: &SearchRequest, ctx: &CallContext) -> Result<Vec<Candidate>, SearchError> {
-        if let Some(federated) = &self.federated {
-            return federated.search(request, ctx).await.map(|o| o.results);
-        }
-        let embedding = match self.retriever.needs_embedding(self.store.as_ref()) {
-            true => {
-                let input = [format!("{}{}", self.options.query_prefix, request.query)];
-                Some(self.embedder.embed(&input, ctx).await?.swap_remove(0))
-            }
-            false => None,
-        };
         let n_results = self.candidate_count(request.limit);
-        let mut candidates = self
-            .retriever
-            .retrieve(self.store.as_ref(), &request.query, embedding, n_results, &request.filter, ctx)
-            .await?;
+
+        // Embed once per distinct (embedder, prefix), for the stores whose mode needs it.
+        let mut groups: Vec<(&Arc<dyn Embedder>, &str)> = Vec::new();
+        let group_of: Vec<Option<usize>> = asked
+            .iter()
+            .map(|s| {
+                if !s.retriever.needs_embedding(s.store.as_ref()) {
+                    return None;
+                }
+                let found = groups.iter().position(|(e, p)| Arc::ptr_eq(e, &s.embedder) && *p == s.query_prefix);
+                Some(found.unwrap_or_else(|| {
+                    groups.push((&s.embedder, &s.query_prefix));
+                    groups.len() - 1
+                }))
+            })
+            .collect();
+        let mut embeddings = join_all(groups.iter().map(|(embedder, prefix)| async move {
+            let input = [format!("{prefix}{}", request.query)];
+            embedder.embed(&input, ctx).await.map(|mut v| v.swap_remove(0))
+        }))
+        .await;
+
+        let answers = join_all(asked.iter().zip(&group_of).map(|(store, group)| {
+            let embedding = group.map(|g| (g, &embeddings[g]));
+            async move {
+                let embedding = match embedding {
+                    None => None,
+                    Some((_, Ok(e))) => Some(e.clone()),
+                    Some((g, Err(e))) => {
+                        if self.federated {
+                            tracing::debug!(store = %store.name, error = %e, "embedding failed");
+                        }
+                        return Err(StoreFailure::Embedding(g));
+                    }
+                };
+                let query = self.query_store(store, request, embedding, n_results, ctx);
+                if !self.federated {
+                    return query.await.map_err(StoreFailure::Search);
+                }
+                match tokio::time::timeout(store.timeout, query).await {
+                    Ok(answer) => answer.map_err(StoreFailure::Search),
+                    Err(_) => Err(StoreFailure::Timeout(store.timeout)),
+                }
+            }
+        }))
+        .await;
+
+        let (mut candidates, skipped) = if self.federated {
+            let mut lists = Vec::new();
+            let mut failures = Vec::new();
+            for (store, answer) in asked.iter().zip(answers) {
+                match answer {
+                    Ok(list) => lists.push(list),
+                    Err(failure) => {
+                        let reason = match failure {
+                            StoreFailure::Timeout(t) => format!("timed out after {}", humanize(t)),
+                            // The line names the store already.
+                            StoreFailure::Embedding(g) => {
+                                embeddings[g].as_ref().err().map(|e| e.summary()).unwrap_or_default()
+                            }
+                            StoreFailure::Search(SearchError::Backend(b)) => b.summary(),
+                            StoreFailure::Search(other) => other.to_string(),
+                        };
+                        tracing::warn!(store = %store.name, %reason, "store skipped");
+                        failures.push((store.name.clone(), reason));
+                    }
+                }
+            }
+            if lists.is_empty() {
+                return Err(SearchError::AllStoresFailed(failures));
+            }
+            let mut fused = fuse(&lists);
+            fused.truncate(n_results);
+            (fused, failures.into_iter().map(|(store, reason)| SkippedStore { store, reason }).collect())
+        } else {
+            match answers.into_iter().next() {
+                Some(Ok(list)) => (list, Vec::new()),
+                Some(Err(StoreFailure::Embedding(g))) => match embeddings.swap_remove(g) {
+                    Err(e) => return Err(e.into()),
+                    Ok(_) => (Vec::new(), Vec::new()),
+                },
+                Some(Err(StoreFailure::Search(e))) => return Err(e),
+                Some(Err(StoreFailure::Timeout(_))) | None => (Vec::new(), Vec::new()),
+            }
+        };
         if let Some(reranker) = &self.reranker {
-            candidates =
-                rerank_candidates(reranker.as_ref(), &self.options.rerank, &request.query, candidates, ctx).await?;
+            candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
         }
-        Ok(select(candidates, request.limit))
+        Ok(SearchOutcome { results: select(candidates, request.limit), skipped })
+    }
+
+    /// One store's candidates: checked against its embedder's dimension
+    /// once (in a federation), retrieved in its mode, reordered by its own
+    /// reranker.
+    async fn query_store(
+        &self,
+        store: &FederatedStore,
+        request: &SearchRequest,
+        embedding: Option<Vec<f32>>,
+        n_results: usize,
+        ctx: &CallContext,
+    ) -> Result<Vec<Candidate>, SearchError> {
+        if self.federated
+            && let Some(embedding) = &embedding
+        {
+            store.check_dimension(embedding.len(), ctx).await?;
+        }
+        let mut candidates = store
+            .retriever
+            .retrieve(store.store.as_ref(), &request.query, embedding, n_results, &request.filter, ctx)
+            .await?;
+        if let Some(reranker) = &store.reranker {
+            candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
+        }
+        Ok(candidates)
     }
 }
 
 /// Reorders `candidates` by the reranker's scores, stably, highest first,
 /// after dropping those below its [`Reranker::min_score`] (and NaN ones)
-/// when it has one. Shared by the one-store and the federated engines.
+/// when it has one. Used for the one list and for each store's own.
 pub async fn rerank_candidates(
     reranker: &dyn Reranker,
     caps: &RerankOptions,

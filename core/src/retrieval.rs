@@ -23,12 +23,13 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_trait::async_trait;
-
 use crate::error::BackendError;
 use crate::filter::SearchFilter;
 use crate::record::Candidate;
 use crate::traits::{CallContext, VectorQuery, VectorStore};
+// The store-side half (what a store implements, and the options it is
+// handed) lives with the other traits; re-exported so callers keep these paths.
+pub use crate::traits::{HybridOptions, LexicalQuery, LexicalStore};
 
 /// How the first stage ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Deserialize, serde::Serialize)]
@@ -90,20 +91,6 @@ impl std::str::FromStr for RetrievalMode {
     }
 }
 
-/// The weights of hybrid fusion.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct HybridOptions {
-    /// Weight of the dense ranking.
-    pub weight_dense: f64,
-    /// Weight of the lexical ranking.
-    pub weight_lexical: f64,
-    /// The `k` of reciprocal-rank fusion: larger flattens the first ranks' lead.
-    pub rrf_k: f64,
-    /// Candidates read from each ranking before fusion (at least the
-    /// number asked for).
-    pub depth: usize,
-}
-
 /// Defaults of [`HybridOptions`], chosen on the evaluation sets
 /// (docs/evaluation.md, "Tuning the hybrid defaults"): the identifier-aware
 /// lexical ranking finds far more than the `hash` embedder on hand-written
@@ -147,41 +134,6 @@ impl HybridOptions {
             return Err(format!("{}: must be at least 1", key("depth")));
         }
         Ok(())
-    }
-}
-
-/// One lexical query.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LexicalQuery {
-    /// The user's query, without any model prefix.
-    pub text: String,
-    pub n_results: usize,
-    pub filter: SearchFilter,
-}
-
-/// A store that can rank chunks by the query's words.
-///
-/// Implementors must apply the filter before ranking and return candidates
-/// best first, as [`VectorStore::query`] does. The caller guarantees
-/// `n_results >= 1`.
-#[async_trait]
-pub trait LexicalStore: Send + Sync {
-    /// The `n_results` chunks passing the filter that best match the words.
-    async fn lexical_query(&self, query: &LexicalQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError>;
-
-    /// Dense and lexical fused inside the store, when it can do that more
-    /// cheaply than two queries (one snapshot, fewer documents read). `None`:
-    /// the caller fuses [`VectorStore::query`] and
-    /// [`lexical_query`](Self::lexical_query) itself. An answer must equal
-    /// [`fuse_hybrid`] of those two lists.
-    async fn hybrid_query(
-        &self,
-        _query: &LexicalQuery,
-        _embedding: &[f32],
-        _options: &HybridOptions,
-        _ctx: &CallContext,
-    ) -> Option<Result<Vec<Candidate>, BackendError>> {
-        None
     }
 }
 
@@ -348,6 +300,7 @@ impl Retriever {
 mod tests {
     use super::*;
     use crate::record::{Chunk, Metadata};
+    use async_trait::async_trait;
     use std::sync::Mutex;
 
     fn cand(id: &str) -> Candidate {

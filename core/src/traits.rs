@@ -72,7 +72,7 @@ pub trait VectorStore: Send + Sync {
     /// The store's lexical ranking, when it has one: the capability behind
     /// the `lexical` and `hybrid` retrieval modes ([`crate::retrieval`]).
     /// `None` (the default) makes those modes run dense.
-    fn lexical(&self) -> Option<&dyn crate::retrieval::LexicalStore> {
+    fn lexical(&self) -> Option<&dyn LexicalStore> {
         None
     }
 }
@@ -130,4 +130,53 @@ pub trait IndexStore: Send + Sync {
 
     /// Removes records by id.
     async fn delete(&self, ids: &[String]) -> Result<(), BackendError>;
+}
+
+/// The weights of hybrid fusion (defaults and checks in [`crate::retrieval`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HybridOptions {
+    /// Weight of the dense ranking.
+    pub weight_dense: f64,
+    /// Weight of the lexical ranking.
+    pub weight_lexical: f64,
+    /// The `k` of reciprocal-rank fusion: larger flattens the first ranks' lead.
+    pub rrf_k: f64,
+    /// Candidates read from each ranking before fusion (at least the
+    /// number asked for).
+    pub depth: usize,
+}
+
+/// One lexical query.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LexicalQuery {
+    /// The user's query, without any model prefix.
+    pub text: String,
+    pub n_results: usize,
+    pub filter: SearchFilter,
+}
+
+/// A store that can rank chunks by the query's words.
+///
+/// Implementors must apply the filter before ranking and return candidates
+/// best first, as [`VectorStore::query`] does. The caller guarantees
+/// `n_results >= 1`.
+#[async_trait]
+pub trait LexicalStore: Send + Sync {
+    /// The `n_results` chunks passing the filter that best match the words.
+    async fn lexical_query(&self, query: &LexicalQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError>;
+
+    /// Dense and lexical fused inside the store, when it can do that more
+    /// cheaply than two queries (one snapshot, fewer documents read). `None`:
+    /// the caller fuses [`VectorStore::query`] and
+    /// [`lexical_query`](Self::lexical_query) itself. An answer must equal
+    /// [`fuse_hybrid`](crate::retrieval::fuse_hybrid) of those two lists.
+    async fn hybrid_query(
+        &self,
+        _query: &LexicalQuery,
+        _embedding: &[f32],
+        _options: &HybridOptions,
+        _ctx: &CallContext,
+    ) -> Option<Result<Vec<Candidate>, BackendError>> {
+        None
+    }
 }

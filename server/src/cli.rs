@@ -27,7 +27,49 @@ pub enum Command {
     /// List the registered store, embedder and reranker kinds (name, kind, origin).
     Plugins(PluginsCmd),
     /// Compare retrieval pipelines (rerankers) on a query set: MRR, nDCG, recall and latency.
-    Eval(crate::eval::EvalCmd),
+    Eval(EvalCmd),
+}
+
+/// `repo-retriever eval`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct EvalCmd {
+    #[command(subcommand)]
+    pub command: Option<EvalSubcommand>,
+    /// The query set: JSON Lines of {"query", "source"?, "path"?, "relevant": ["path#La-Lb", …]}.
+    #[arg(long, required = true)]
+    pub queries: Option<PathBuf>,
+    /// A TOML file of [[pipeline]] tables to compare [default: the embedded store dense, lexical and
+    /// hybrid, with each reranker, and the bm25 baseline].
+    #[arg(long)]
+    pub pipelines: Option<PathBuf>,
+    /// Store folder of the default comparison [default: $REPO_RETRIEVER_STORE or ./.repo-retriever]
+    #[arg(long, conflicts_with = "pipelines")]
+    pub store: Option<PathBuf>,
+    /// Also write the numbers and every query's ranks to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Results kept per query (metrics are at 10).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub limit: u16,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EvalSubcommand {
+    /// Write a query set and a corpus from a repository's doc comments (CodeSearchNet style).
+    Generate(GenerateCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateCmd {
+    /// The repository folder.
+    pub repo_dir: PathBuf,
+    /// Output folder: queries.jsonl and corpus/ (the copy with the used comments blanked).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Keep at most this many queries, evenly spread over the repository.
+    #[arg(long)]
+    pub max: Option<usize>,
 }
 
 #[derive(Debug, Args)]
@@ -276,6 +318,12 @@ pub const REMOTE_RERANK: &str = "--rerank reranks the embedded store: a --stores
 pub const REMOTE_MODE: &str = "--mode and --hybrid-* set the embedded store's retrieval: a --stores file sets \
      `retrieval` per store, and a Chroma collection is searched dense";
 
+/// The text of `repo-retriever --help`: the subcommands, one line each, then the drop-in flags.
+pub fn help() -> String {
+    use clap::CommandFactory as _;
+    crate::config::help(&Cli::command())
+}
+
 /// Runs a subcommand. `Ok(false)` means it finished but reports failure
 /// (a search that answered with a tool error).
 pub async fn run(cli: Cli) -> Result<bool, String> {
@@ -378,9 +426,12 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             let search =
                 rr_core::SearchArgs { query: args.query, source: args.source, path: args.path, limit: args.limit };
             let choice = args.retrieval.choice();
-            let (text, is_error) = crate::local::search(&args.store.dir(), search, &choice, args.rerank.reranker()?)
-                .await
+            let engine = crate::local::engine_with(&args.store.dir(), &choice, args.rerank.reranker()?)
                 .map_err(|e| e.to_string())?;
+            let ctx = rr_core::CallContext::default();
+            let limits = rr_core::ArgLimits::default();
+            let outcome = crate::tool::call_with(&engine, search, &ctx, &limits, crate::tool::ErrorText::Summary).await;
+            let (text, is_error) = (outcome.text, outcome.is_error);
             if is_error {
                 eprintln!("{text}");
             } else {
@@ -388,7 +439,22 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             }
             Ok(!is_error)
         }
-        Command::Eval(args) => crate::eval::run(args).await,
+        Command::Eval(args) => {
+            if let Some(EvalSubcommand::Generate(g)) = args.command {
+                stdout(&rr_eval::generate(&g.repo_dir, &g.out, g.max).await?)?;
+                return Ok(true);
+            }
+            let Some(queries) = args.queries else { return Err("--queries is required".into()) };
+            let options = rr_eval::EvalOptions {
+                queries,
+                pipelines: args.pipelines,
+                store: args.store.unwrap_or_else(crate::local::default_store_dir),
+                json: args.json,
+                limit: usize::from(args.limit),
+            };
+            stdout(&rr_eval::run(&options).await?)?;
+            Ok(true)
+        }
         Command::Plugins(args) => {
             let file = args.stores.as_deref().map(crate::stores::read).transpose().map_err(|e| e.to_string())?;
             let registry = crate::stores::registry(file.as_ref()).map_err(|e| e.to_string())?;
@@ -402,10 +468,9 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             if args.retrieval.is_set() && (args.stores.is_some() || args.chroma.chroma_url.is_some()) {
                 return Err(REMOTE_MODE.into());
             }
-            let chroma =
-                crate::nav::chroma::serve_config(&args.chroma, args.store.store.is_some() || args.stores.is_some())?;
+            let chroma = serve_config(&args.chroma, args.store.store.is_some() || args.stores.is_some())?;
             let engine = match (&chroma, &args.stores) {
-                (Some(config), _) => crate::app::build_engine(config).map_err(|e| e.to_string())?,
+                (Some(config), _) => crate::app::build_engine(config)?,
                 (None, Some(file)) => crate::stores::engine(file).map_err(|e| e.to_string())?,
                 (None, None) => {
                     crate::local::engine_with(&args.store.dir(), &args.retrieval.choice(), args.rerank.reranker()?)
@@ -424,7 +489,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 config.allow_loopback_git |= args.allow_loopback_git;
                 let nav = match &chroma {
                     Some(chroma) => {
-                        let source = crate::nav::chroma::ChromaSource::from_config(chroma)?;
+                        let source = chroma_source(chroma)?;
                         crate::nav::NavService::open_chroma(source, config).await?
                     }
                     None => crate::nav::NavService::open_dir(&args.store.dir(), config)?,
@@ -448,6 +513,50 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             Ok(true)
         }
     }
+}
+
+/// The drop-in configuration `serve --chroma-url …` describes, or `None`
+/// without `--chroma-url`; `with_store` says whether `--store` or
+/// `--stores` was given too. The flags become the drop-in's, so they are
+/// validated as the drop-in validates them and
+/// everything else (tokens, API keys, reranking, attempts, timeout) comes
+/// from the drop-in's environment variables.
+pub fn serve_config(chroma: &ChromaArgs, with_store: bool) -> Result<Option<crate::config::Config>, String> {
+    let Some(url) = &chroma.chroma_url else {
+        return Ok(None);
+    };
+    if with_store {
+        return Err("--chroma-url serves a Chroma collection; it cannot be combined with --store or --stores".into());
+    }
+    let flags = crate::config::DropInFlags {
+        server_url: Some(url.clone()),
+        collection_name: chroma.collection_name.clone(),
+        embedding_api_url: chroma.embedding_api_url.clone(),
+        embedding_model: chroma.embedding_model.clone(),
+        tenant: Some(chroma.tenant.clone()),
+        database: Some(chroma.database.clone()),
+        ..Default::default()
+    };
+    crate::config::from_flags(&flags, &crate::config::process_env).map(Some).map_err(|e| e.to_string())
+}
+
+/// The navigation tools' source over the collection `config` names, with
+/// its own HTTP client (same attempts, timeout and redacted secrets as
+/// search); `add_repository` indexes into the same collection.
+fn chroma_source(config: &crate::config::Config) -> Result<crate::nav::chroma::ChromaSource, String> {
+    let http = crate::app::http_client(config).map_err(|e| e.to_string())?;
+    let non_empty = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
+    let target = crate::local::ChromaTarget {
+        server_url: config.server_url.clone(),
+        collection_name: config.collection_name.clone(),
+        tenant: config.tenant.clone(),
+        database: config.database.clone(),
+        bearer_token: non_empty(&config.bearer_token),
+        embedding_api_url: config.embedding_api_url.clone(),
+        embedding_model: config.embedding_model.clone(),
+        embedding_api_key: non_empty(&config.embedding_api_key),
+    };
+    crate::nav::chroma::ChromaSource::new(crate::app::chroma_store(config, http), Some(target))
 }
 
 /// A progress bar on stderr when it is a terminal; nothing otherwise, so

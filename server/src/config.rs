@@ -119,7 +119,7 @@ pub enum Invocation {
     /// `--version`: print the version line to stdout and exit 0. Checked before any configuration
     /// is read, so it succeeds even when the rest would not.
     Version,
-    /// `-h`/`-help`/`--help`: [`help`] has been written to stdout by [`load`]; exit 0.
+    /// `-h`/`-help`/`--help`: the caller writes the help to stdout; exit 0.
     Help,
 }
 
@@ -169,17 +169,8 @@ impl fmt::Display for ConfigError {
 impl std::error::Error for ConfigError {}
 
 /// Reads the configuration from the command line (`args` without `argv[0]`) and the environment
-/// as the reference server does. For `-h`/`-help` it writes [`help`] to stdout and returns
-/// [`Invocation::Help`]; it writes nothing else.
-pub fn load(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ConfigError> {
-    let invocation = resolve(args, env)?;
-    if invocation == Invocation::Help {
-        print!("{}", help());
-    }
-    Ok(invocation)
-}
-
-/// [`load`] without writing anything.
+/// as the reference server does; it writes nothing (for `-h`/`-help` the caller prints the help,
+/// which lists the subcommands the CLI defines).
 pub fn resolve(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Invocation, ConfigError> {
     match flags::parse(args) {
         Ok(flags::Parsed::Help) => Ok(Invocation::Help),
@@ -189,7 +180,7 @@ pub fn resolve(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<
     }
 }
 
-/// The `std::env` lookup to pass to [`load`]. A value that is not valid UTF-8 is passed on with
+/// The `std::env` lookup to pass to [`resolve`]. A value that is not valid UTF-8 is passed on with
 /// its invalid bytes replaced, where Go would keep the raw bytes.
 pub fn process_env(name: &str) -> Option<String> {
     std::env::var_os(name).map(|value| value.to_string_lossy().into_owned())
@@ -421,176 +412,35 @@ fn check_origin(name: &str, value: &str) -> Result<(), ConfigError> {
     }
 }
 
-/// Whether Go 1.26's `url.Parse(value)` succeeds with scheme `http` or `https` (any case), a
-/// non-empty host, a path of `""` or `/`, no user info, an empty query and an empty fragment.
+/// Whether `value` is written as an http(s) origin: `scheme://host[:port]`, a path of `/` at
+/// most, no credentials, and an empty query and fragment (a lone trailing `?` or `#`).
 ///
-/// Spelled out for exactly that question: a trailing lone `?` or `#` leaves the query or
-/// fragment empty and passes; a host may be a bracketed IPv6 literal (zones allowed, IPv4 not)
-/// or a name of the bytes Go allows, `%`-escapes only for non-ASCII bytes or `%25`, with at most
-/// one `:` followed by digits (possibly none: `http://host:` and even `http://:80` pass, as in Go).
+/// The `url` crate (the WHATWG URL parser `reqwest` uses too) parses the host, port and path.
+/// What that parser would repair silently is refused first, because such a value is not an
+/// origin as written: spaces and control characters (it strips them), a missing or empty
+/// authority after `scheme://` (it accepts `https:host` and `https:///host`), and any `@`.
+/// Where Go's `url.Parse` answered otherwise for odd hosts (an empty host before a port, an
+/// IPv6 zone, `%`-escaped ASCII in a name), the library's answer stands.
 fn is_http_origin(value: &str) -> bool {
-    let (before_fragment, fragment) = value.split_once('#').unwrap_or((value, ""));
-    // A non-empty fragment either fails to unescape or unescapes to something non-empty.
-    if !fragment.is_empty() {
+    if value.bytes().any(|byte| byte.is_ascii_whitespace() || byte.is_ascii_control()) {
         return false;
     }
-    if before_fragment.bytes().any(|byte| byte < 0x20 || byte == 0x7f) {
-        return false;
-    }
-    let Some((scheme, rest)) = before_fragment.split_once(':') else {
+    let Some((scheme, rest)) = value.split_once("://") else {
         return false;
     };
     if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
         return false;
     }
-    // The query is what follows the first '?', unless the only '?' ends the string.
-    let rest = match rest.matches('?').count() {
-        0 => rest,
-        1 if rest.ends_with('?') => &rest[..rest.len() - 1],
-        _ => return false,
-    };
-    let Some(after_slashes) = rest.strip_prefix("//") else {
-        return false;
-    };
-    let (authority, path) = match after_slashes.find('/') {
-        Some(at) => after_slashes.split_at(at),
-        None => (after_slashes, ""),
-    };
-    if !(path.is_empty() || path == "/") || authority.contains('@') {
+    let authority = rest.split(['/', '\\', '?', '#']).next().unwrap_or_default();
+    if authority.is_empty() || authority.contains('@') {
         return false;
     }
-    valid_host(authority.as_bytes())
-}
-
-/// Go's `parseHost` for an http(s) URL succeeding with a non-empty host.
-fn valid_host(host: &[u8]) -> bool {
-    match host.iter().rposition(|byte| *byte == b'[') {
-        Some(0) => {
-            let Some(close) = host.iter().rposition(|byte| *byte == b']') else {
-                return false;
-            };
-            if !valid_optional_port(&host[close + 1..]) {
-                return false;
-            }
-            let literal = &host[1..close];
-            let unescaped = match find(literal, b"%25") {
-                Some(zone) => match (unescape_host(&literal[..zone], false), unescape_host(&literal[zone..], true)) {
-                    (Some(mut address), Some(zone)) => {
-                        address.extend_from_slice(&zone);
-                        address
-                    }
-                    _ => return false,
-                },
-                None => match unescape_host(literal, false) {
-                    Some(address) => address,
-                    None => return false,
-                },
-            };
-            std::str::from_utf8(&unescaped).is_ok_and(is_ipv6_literal)
-        }
-        Some(_) => false,
-        None => {
-            // Strict colons: everything from the first ':' must be a port.
-            if let Some(colon) = host.iter().position(|byte| *byte == b':')
-                && !valid_optional_port(&host[colon..])
-            {
-                return false;
-            }
-            !host.is_empty() && unescape_host(host, false).is_some()
-        }
-    }
-}
-
-/// `""` or `:` followed by ASCII digits.
-fn valid_optional_port(port: &[u8]) -> bool {
-    match port.split_first() {
-        None => true,
-        Some((b':', digits)) => digits.iter().all(u8::is_ascii_digit),
-        Some(_) => false,
-    }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
-}
-
-/// Go's `unescape` in `encodeHost` (or, for an IPv6 zone, `encodeZone`) mode.
-fn unescape_host(text: &[u8], zone: bool) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut index = 0;
-    while index < text.len() {
-        let byte = text[index];
-        if byte == b'%' {
-            if index + 2 >= text.len() {
-                return None;
-            }
-            let (high, low) = (hex_value(text[index + 1])?, hex_value(text[index + 2])?);
-            let escaped = &text[index..index + 3];
-            let value = high << 4 | low;
-            if zone {
-                if escaped != b"%25" && value != b' ' && host_byte_needs_escape(value) {
-                    return None;
-                }
-            } else if high < 8 && escaped != b"%25" {
-                return None;
-            }
-            out.push(value);
-            index += 3;
-        } else {
-            if byte < 0x80 && host_byte_needs_escape(byte) {
-                return None;
-            }
-            out.push(byte);
-            index += 1;
-        }
-    }
-    Some(out)
-}
-
-fn hex_value(byte: u8) -> Option<u8> {
-    char::from(byte).to_digit(16).map(|digit| digit as u8)
-}
-
-/// Go's `shouldEscape(c, encodeHost)`: what may not appear literally in a host.
-fn host_byte_needs_escape(byte: u8) -> bool {
-    !(byte.is_ascii_alphanumeric()
-        || matches!(
-            byte,
-            b'-' | b'_'
-                | b'.'
-                | b'~'
-                | b'!'
-                | b'$'
-                | b'&'
-                | b'\''
-                | b'('
-                | b')'
-                | b'*'
-                | b'+'
-                | b','
-                | b';'
-                | b'='
-                | b':'
-                | b'['
-                | b']'
-                | b'<'
-                | b'>'
-                | b'"'
-        ))
-}
-
-/// Go's `netip.ParseAddr` yielding an IPv6 address (with an optional non-empty zone).
-fn is_ipv6_literal(text: &str) -> bool {
-    // ParseAddr picks the family from the first '.', ':' or '%'; only ':' leads to IPv6.
-    if text.bytes().find(|byte| matches!(byte, b'.' | b':' | b'%')) != Some(b':') {
-        return false;
-    }
-    let address = match text.split_once('%') {
-        Some((_, "")) => return false,
-        Some((address, _zone)) => address,
-        None => text,
-    };
-    address.parse::<std::net::Ipv6Addr>().is_ok()
+    url::Url::parse(value).is_ok_and(|url| {
+        url.has_host()
+            && url.path() == "/"
+            && url.query().is_none_or(str::is_empty)
+            && url.fragment().is_none_or(str::is_empty)
+    })
 }
 
 #[cfg(test)]

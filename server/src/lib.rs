@@ -8,21 +8,15 @@
 pub mod app;
 pub mod cli;
 pub mod config;
-pub mod eval;
 pub mod http;
 pub mod index_config;
-pub mod limits;
-pub mod local;
-pub mod nav;
 pub mod protocol;
 pub mod stdio;
-pub mod stores;
 pub mod tool;
 pub mod wire;
 
-// Registered through `inventory` only: nothing names these crates, so keep
-// them linked for `plugins` and `serve --stores` to find their kinds.
-use rr_cross_encoder as _;
-use rr_qdrant as _;
-use rr_rerank_apis as _;
-use rr_rerank_lexical as _;
+// The libraries the binary wires together, under the paths its modules and
+// tests name them by.
+pub use rr_engine::{local, stores};
+pub use rr_nav as nav;
+pub use rr_nav::limits;

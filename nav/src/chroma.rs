@@ -33,9 +33,7 @@ use rr_embedded::NamespaceInfo;
 use super::reassemble::reassemble;
 use super::source::{IndexTarget, NavSource, languages};
 use super::{FileText, entities, extension_language};
-use crate::cli::ChromaArgs;
-use crate::config::{self, Config};
-use crate::local::ChromaTarget;
+use rr_engine::local::ChromaTarget;
 
 /// The chunks of one namespace and their fingerprint.
 struct NamespaceChunks {
@@ -102,24 +100,6 @@ impl ChromaSource {
             runtime: Some(runtime),
             snapshot: Mutex::new(Arc::new(Snapshot::default())),
         })
-    }
-
-    /// The source of the collection `config` names, with its own HTTP
-    /// client (same attempts, timeout and redacted secrets as search).
-    pub fn from_config(config: &Config) -> Result<Self, String> {
-        let http = crate::app::http_client(config).map_err(|e| e.to_string())?;
-        let non_empty = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
-        let target = ChromaTarget {
-            server_url: config.server_url.clone(),
-            collection_name: config.collection_name.clone(),
-            tenant: config.tenant.clone(),
-            database: config.database.clone(),
-            bearer_token: non_empty(&config.bearer_token),
-            embedding_api_url: config.embedding_api_url.clone(),
-            embedding_model: config.embedding_model.clone(),
-            embedding_api_key: non_empty(&config.embedding_api_key),
-        };
-        Self::new(crate::app::chroma_store(config, http), Some(target))
     }
 
     /// Runs `future` on the source's runtime and waits for it.
@@ -247,29 +227,4 @@ impl NavSource for ChromaSource {
     fn changes_underneath(&self) -> bool {
         true
     }
-}
-
-/// The drop-in configuration `serve --chroma-url …` describes, or `None`
-/// without `--chroma-url`; `with_store` says whether `--store` or
-/// `--stores` was given too. The flags become the drop-in's, so they are
-/// validated as the drop-in validates them and
-/// everything else (tokens, API keys, reranking, attempts, timeout) comes
-/// from the drop-in's environment variables.
-pub fn serve_config(chroma: &ChromaArgs, with_store: bool) -> Result<Option<Config>, String> {
-    let Some(url) = &chroma.chroma_url else {
-        return Ok(None);
-    };
-    if with_store {
-        return Err("--chroma-url serves a Chroma collection; it cannot be combined with --store or --stores".into());
-    }
-    let flags = config::DropInFlags {
-        server_url: Some(url.clone()),
-        collection_name: chroma.collection_name.clone(),
-        embedding_api_url: chroma.embedding_api_url.clone(),
-        embedding_model: chroma.embedding_model.clone(),
-        tenant: Some(chroma.tenant.clone()),
-        database: Some(chroma.database.clone()),
-        ..Default::default()
-    };
-    config::from_flags(&flags, &config::process_env).map(Some).map_err(|e| e.to_string())
 }

@@ -65,7 +65,7 @@ use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use rr_core::federated::{DEFAULT_STORE_TIMEOUT, FederatedStore, SourcePattern};
 use rr_core::registry::{FactoryContext, Registry};
-use rr_core::{Embedder, FederatedEngine, RerankChain, RerankOptions, Reranker, SearchEngine};
+use rr_core::{Embedder, RerankChain, RerankOptions, Reranker, SearchEngine};
 use serde::Deserialize;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde_json::{Map, Value};
@@ -236,7 +236,7 @@ fn reranker(
 
 /// The factory context the file describes.
 pub fn context(file: &StoresFile) -> Result<FactoryContext, StoresError> {
-    let mut ctx = FactoryContext::new(crate::app::user_agent());
+    let mut ctx = FactoryContext::new(crate::user_agent());
     if let Some(n) = file.retry_attempts {
         ctx.retry_attempts = n.max(1);
     }
@@ -302,7 +302,7 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
     if let Some(m) = file.rerank_max_candidates {
         rerank.max_candidates = m.max(1);
     }
-    Ok(SearchEngine::federated(FederatedEngine::new(stores, reranker, rerank)))
+    Ok(SearchEngine::federated(stores, reranker, rerank))
 }
 
 /// The built-in registry plus the file's dynamic plugins.
@@ -379,7 +379,8 @@ kind = "hash"
     fn builds_two_stores_sharing_one_embedder() {
         let (_dir, path) = write("s.toml", TWO);
         let engine = engine(&path).unwrap();
-        let fed = engine.federation().unwrap();
+        let fed = &engine;
+        assert!(fed.is_federated());
         assert_eq!(fed.stores().len(), 2);
         assert!(Arc::ptr_eq(&fed.stores()[0].embedder, &fed.stores()[1].embedder));
         assert_eq!(fed.stores()[1].timeout, Duration::from_millis(2500));
@@ -407,7 +408,7 @@ kind = "hash"
         let emb = TWO.replacen("kind = \"hash\"", "kind = \"hsh\"", 1);
         let msg = build_err("s.toml", &emb);
         assert!(
-            msg.starts_with("stores.a.embedder: unknown embedder kind \"hsh\"; valid kinds: hash, openai"),
+            msg.starts_with("stores.a.embedder: unknown embedder kind \"hsh\"; valid kinds: hash, minilm, openai"),
             "{msg}"
         );
         let top = format!("colour = 1\n{TWO}");
@@ -431,7 +432,8 @@ kind = "hash"
     fn rerankers(name: &str, body: &str) -> (Described, Vec<Described>) {
         let (_dir, path) = write(name, body);
         let engine = engine(&path).unwrap();
-        let fed = engine.federation().unwrap();
+        let fed = &engine;
+        assert!(fed.is_federated());
         (describe(fed.reranker()), fed.stores().iter().map(|s| describe(s.reranker.as_ref())).collect())
     }
 
@@ -530,7 +532,8 @@ stores:
         );
         let (_dir, path) = write("s.toml", &body);
         let engine = engine(&path).unwrap();
-        let fed = engine.federation().unwrap();
+        let fed = &engine;
+        assert!(fed.is_federated());
         // Chroma cannot rank lexically: hybrid is kept as asked, and runs dense.
         assert_eq!(fed.stores()[0].retriever.mode(), rr_core::RetrievalMode::Hybrid);
         assert_eq!(fed.stores()[0].retriever.hybrid().weight_lexical, 2.0);

@@ -40,7 +40,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::queries::EvalQuery;
-use crate::stores::Component;
+use rr_engine::stores::Component;
 
 /// Candidates retrieved before reranking when a pipeline does not say.
 pub const DEFAULT_CANDIDATES: usize = 30;
@@ -195,8 +195,8 @@ pub fn defaults(
     ctx: &FactoryContext,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Vec<Pipeline>, Vec<String>), PipelineError> {
-    let open = crate::local::open(store_dir).map_err(|e| err(e.to_string()))?;
-    let crate::local::OpenStore { embedder, store, settings } = &open;
+    let open = rr_engine::local::open(store_dir).map_err(|e| err(e.to_string()))?;
+    let rr_engine::local::OpenStore { embedder, store, settings } = &open;
     let mut chains: Vec<Vec<&str>> = DEFAULT_CHAINS.iter().map(|c| c.to_vec()).collect();
     if env(CROSS_ENCODER.1).is_some_and(|v| !v.is_empty()) {
         chains.push(vec![CROSS_ENCODER.0]);
@@ -239,7 +239,7 @@ pub fn defaults(
 }
 
 /// The [`bm25`](super::bm25) row over every chunk of `open`'s store.
-pub fn bm25_baseline(open: &crate::local::OpenStore) -> Result<Pipeline, PipelineError> {
+pub fn bm25_baseline(open: &rr_engine::local::OpenStore) -> Result<Pipeline, PipelineError> {
     let chunks = open.store.chunks().map_err(|e| err(format!("{}: {e}", super::bm25::NAME)))?;
     Ok(Pipeline {
         name: super::bm25::NAME.into(),
@@ -355,7 +355,7 @@ fn build_one(
     spec: &PipelineSpec,
     registry: &Registry,
     ctx: &FactoryContext,
-) -> Result<(Pipeline, Option<crate::local::OpenStore>), PipelineError> {
+) -> Result<(Pipeline, Option<rr_engine::local::OpenStore>), PipelineError> {
     if spec.name.trim().is_empty() {
         return Err(err("name: must be non-empty"));
     }
@@ -369,7 +369,7 @@ fn build_one(
         StoreSpec::Component(_) => None,
     };
     let own = match &folder {
-        Some(dir) => Some(crate::local::open(dir).map_err(|e| err(format!("store: {e}")))?),
+        Some(dir) => Some(rr_engine::local::open(dir).map_err(|e| err(format!("store: {e}")))?),
         None => None,
     };
     let store: Arc<dyn VectorStore> = match (&spec.store, &own) {
@@ -379,7 +379,7 @@ fn build_one(
         }
         _ => return Err(err("store: an embedded store needs a path")),
     };
-    let choice = crate::local::RetrievalChoice {
+    let choice = rr_engine::local::RetrievalChoice {
         mode: spec.retrieval,
         weight_dense: spec.hybrid_weight_dense,
         weight_lexical: spec.hybrid_weight_lexical,

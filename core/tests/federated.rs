@@ -1,0 +1,160 @@
+//! Several stores searched as one (`SearchEngine::federated`): one embedding
+//! per distinct embedder, reciprocal-rank fusion, failing and slow stores
+//! skipped, only the stores that can hold the source asked.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rr_core::federated::{FederatedStore, SourcePattern, fuse, skipped_line};
+use rr_core::{
+    BackendError, CallContext, Candidate, Chunk, Embedder, Metadata, RerankOptions, SearchArgs, SearchEngine,
+    SearchOutcome, SearchRequest, VectorQuery, VectorStore,
+};
+
+struct CountingEmbedder(Mutex<usize>, usize);
+#[async_trait]
+impl Embedder for CountingEmbedder {
+    fn name(&self) -> &str {
+        "counting"
+    }
+    async fn embed(&self, inputs: &[String], _: &CallContext) -> Result<Vec<Vec<f32>>, BackendError> {
+        *self.0.lock().unwrap() += 1;
+        Ok(inputs.iter().map(|_| vec![0.5; self.1]).collect())
+    }
+}
+
+enum Behaviour {
+    List(Vec<Candidate>),
+    Fail(&'static str),
+    Hang,
+}
+struct FakeStore(Behaviour, Option<usize>);
+#[async_trait]
+impl VectorStore for FakeStore {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    async fn query(&self, q: &VectorQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+        match &self.0 {
+            Behaviour::List(l) => Ok(l.iter().take(q.n_results).cloned().collect()),
+            Behaviour::Fail(m) => Err(BackendError::new("fake", *m)),
+            Behaviour::Hang => {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(Vec::new())
+            }
+        }
+    }
+    async fn dimension(&self, _: &CallContext) -> Result<Option<usize>, BackendError> {
+        Ok(self.1)
+    }
+}
+
+fn cand(id: &str) -> Candidate {
+    Candidate {
+        chunk: Chunk {
+            id: id.into(),
+            document: format!("Source: o/r@b:{id}.rs\n\nbody {id}"),
+            metadata: Metadata {
+                organization: "o".into(),
+                repository: "r".into(),
+                branch: "b".into(),
+                path: format!("{id}.rs"),
+                ..Default::default()
+            },
+        },
+        distance: Some(0.1),
+    }
+}
+
+fn store(name: &str, b: Behaviour, e: &Arc<dyn Embedder>) -> FederatedStore {
+    let mut s = FederatedStore::new(name, Arc::new(FakeStore(b, None)), e.clone());
+    s.timeout = Duration::from_millis(200);
+    s
+}
+
+fn req(source: &str) -> SearchRequest {
+    SearchArgs { query: "q".into(), source: source.into(), limit: 5, ..Default::default() }.validate().unwrap()
+}
+
+fn ids(o: &SearchOutcome) -> Vec<&str> {
+    o.results.iter().map(|c| c.chunk.id.as_str()).collect()
+}
+
+#[test]
+fn rrf_merges_by_rank_and_dedupes_ids() {
+    let fused = fuse(&[vec![cand("a"), cand("b"), cand("c")], vec![cand("c"), cand("d")]]);
+    let order: Vec<_> = fused.iter().map(|c| c.chunk.id.as_str()).collect();
+    // c: 1/63 + 1/61 beats a: 1/61; then a, then d (1/62) ties b (1/62): first seen wins.
+    assert_eq!(order, ["c", "a", "b", "d"]);
+    assert!(fused.iter().all(|c| c.distance.is_none()));
+}
+
+#[tokio::test]
+async fn embeds_once_per_distinct_embedder_and_skips_a_failing_store() {
+    let shared: Arc<dyn Embedder> = Arc::new(CountingEmbedder(Mutex::default(), 2));
+    let other = Arc::new(CountingEmbedder(Mutex::default(), 2));
+    let other_dyn: Arc<dyn Embedder> = other.clone();
+    let engine = SearchEngine::federated(
+        vec![
+            store("one", Behaviour::List(vec![cand("a"), cand("b")]), &shared),
+            store("two", Behaviour::List(vec![cand("c")]), &shared),
+            store("three", Behaviour::Fail("Chroma query failed with HTTP 500: boom"), &other_dyn),
+            store("four", Behaviour::Hang, &other_dyn),
+        ],
+        None,
+        RerankOptions::default(),
+    );
+    let out = engine.search_outcome(&req(""), &CallContext::default()).await.unwrap();
+    assert_eq!(ids(&out), ["a", "c", "b"]);
+    assert_eq!(*other.0.lock().unwrap(), 1);
+    assert_eq!(
+        skipped_line(&out.skipped),
+        "Skipped stores that did not answer: `three` (Chroma query failed with HTTP 500: boom); `four` (timed out after 200ms)."
+    );
+}
+
+#[tokio::test]
+async fn all_failing_is_an_error_naming_each_failure() {
+    let e: Arc<dyn Embedder> = Arc::new(CountingEmbedder(Mutex::default(), 2));
+    let engine = SearchEngine::federated(
+        vec![store("a", Behaviour::Fail("down"), &e), store("b", Behaviour::Hang, &e)],
+        None,
+        RerankOptions::default(),
+    );
+    let err = engine.search_outcome(&req(""), &CallContext::default()).await.unwrap_err();
+    assert_eq!(
+        err.client_message(),
+        "repository content search failed: every store failed: `a`: down; `b`: timed out after 200ms"
+    );
+}
+
+#[tokio::test]
+async fn only_stores_that_can_hold_the_source_are_asked() {
+    let e: Arc<dyn Embedder> = Arc::new(CountingEmbedder(Mutex::default(), 2));
+    let mut acme = store("acme", Behaviour::List(vec![cand("a")]), &e);
+    acme.sources = Some(vec![SourcePattern::parse("acme/*").unwrap()]);
+    let mut other = store("other", Behaviour::Fail("must not be asked"), &e);
+    other.sources = Some(vec![SourcePattern::parse("other/x@main").unwrap()]);
+    let engine = SearchEngine::federated(vec![acme, other], None, RerankOptions::default());
+    let out = engine.search_outcome(&req("acme/widgets"), &CallContext::default()).await.unwrap();
+    assert_eq!((ids(&out), out.skipped.len()), (vec!["a"], 0));
+    let out = engine.search_outcome(&req("nobody/x"), &CallContext::default()).await.unwrap();
+    assert!(out.results.is_empty() && out.skipped.is_empty());
+    assert!(SourcePattern::parse("acme").is_err());
+    assert!(SourcePattern::parse("other/x@main").unwrap().may_hold("other", "x", ""));
+    assert!(!SourcePattern::parse("other/x@main").unwrap().may_hold("other", "x", "dev"));
+}
+
+#[tokio::test]
+async fn dimension_mismatch_names_store_model_and_both_numbers() {
+    let e: Arc<dyn Embedder> = Arc::new(CountingEmbedder(Mutex::default(), 384));
+    let mut s = FederatedStore::new("docs", Arc::new(FakeStore(Behaviour::List(vec![]), Some(1024))), e);
+    s.model = "e5-small".into();
+    let engine = SearchEngine::federated(vec![s], None, RerankOptions::default());
+    let err = engine.search_outcome(&req(""), &CallContext::default()).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "every store failed: `docs`: store \"docs\" holds 1024-dimensional vectors but its embedder \"e5-small\" makes 384-dimensional ones"
+    );
+}
