@@ -373,9 +373,12 @@ pub async fn call(nav: Arc<NavService>, args: Args) -> ToolResult {
         }
         None => default_branch.clone().unwrap_or_else(|| "main".into()),
     };
-    let (organization, repository) = match name.rsplit_once('/') {
+    // The records name the owner path on its host, as `index` of a checkout
+    // of the same URL does (the host goes in `source_host`), so source links
+    // of other hosts than GitHub point at the right place.
+    let (organization, repository) = match url.path.rsplit_once('/') {
         Some((o, r)) => (o.to_owned(), r.to_owned()),
-        None => (name.clone(), name.clone()),
+        None => (url.path.clone(), url.path.clone()),
     };
     let namespace_id = rr_indexer::namespace_id(&organization, &repository, &index_branch);
     if let Some(r) = nav.catalogue().by_namespace(&namespace_id).map_err(|e| e.to_string())? {
@@ -466,7 +469,7 @@ impl Job {
                 repository: self.repository.clone(),
                 branch: self.index_branch.clone(),
                 commit_sha: sha.clone().unwrap_or_default(),
-                source_host: None,
+                source_host: (!self.url.is_github()).then(|| self.url.host.clone()),
             },
             options: rr_indexer::IndexOptions::default(),
             batch_size: 100,

@@ -167,8 +167,8 @@ impl NavService {
                         continue;
                     }
                     let name = format!("{}/{}", ns.organization, ns.repository);
-                    let url = (ns.organization != "local" && !ns.organization.contains('.'))
-                        .then(|| format!("https://github.com/{name}"));
+                    let metadata = self.source.metadata(&ns.namespace_id)?;
+                    let url = web_url(&ns.organization, &name, metadata.first());
                     self.catalogue()
                         .insert(&NewRepository {
                             namespace_id: ns.namespace_id.clone(),
@@ -325,3 +325,45 @@ pub static TOOLS: [ToolDef; 7] = [
         read_only: false,
     },
 ];
+
+/// The web address of a repository the catalogue meets in the store: on the
+/// host its records name (`source_host`, written for checkouts of other hosts
+/// than GitHub), none when they name no host (a folder with no remote), and
+/// otherwise GitHub's for an `owner/name` that looks like one.
+fn web_url(organization: &str, name: &str, first: Option<&rr_core::Metadata>) -> Option<String> {
+    match first.and_then(|m| m.extra.get(rr_core::render::SOURCE_HOST)) {
+        Some(serde_json::Value::String(host)) if !host.is_empty() && !host.contains(['/', '?', '#', '@']) => {
+            Some(format!("https://{}/{name}", host.to_ascii_lowercase()))
+        }
+        Some(_) => None,
+        None => (organization != "local" && !organization.contains('.')).then(|| format!("https://github.com/{name}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::web_url;
+
+    fn hosted(host: serde_json::Value) -> rr_core::Metadata {
+        let mut m = rr_core::Metadata::default();
+        m.extra.insert(rr_core::render::SOURCE_HOST.into(), host);
+        m
+    }
+
+    #[test]
+    fn web_url_follows_the_records_host() {
+        let gitlab = hosted("GitLab.com".into());
+        assert_eq!(
+            web_url("group/sub", "group/sub/tool", Some(&gitlab)).as_deref(),
+            Some("https://gitlab.com/group/sub/tool")
+        );
+        assert_eq!(web_url("octo", "octo/demo", Some(&hosted("".into()))), None, "a folder with no remote");
+        assert_eq!(web_url("octo", "octo/demo", Some(&hosted(serde_json::json!(3)))), None);
+        assert_eq!(web_url("octo", "octo/demo", Some(&hosted("evil.example/x".into()))), None);
+        let plain = rr_core::Metadata::default();
+        assert_eq!(web_url("octo", "octo/demo", Some(&plain)).as_deref(), Some("https://github.com/octo/demo"));
+        assert_eq!(web_url("octo", "octo/demo", None).as_deref(), Some("https://github.com/octo/demo"));
+        assert_eq!(web_url("local", "local/demo", None), None);
+        assert_eq!(web_url("gitlab.com/group", "gitlab.com/group/x", None), None);
+    }
+}

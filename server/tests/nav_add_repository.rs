@@ -123,7 +123,7 @@ async fn issue5_add_repository_end_to_end_against_a_loopback_git_server() {
         format!("url: Invalid repository URL (only https is supported): {url}")
     );
 
-    let (_dir, nav) = nav(true);
+    let (dir, nav) = nav(true);
     let name = format!("127.0.0.1:{port}/demo/widgets");
     assert_eq!(
         err(&nav, json!({"url": url, "branch": "nope"})).await,
@@ -176,6 +176,18 @@ async fn issue5_add_repository_end_to_end_against_a_loopback_git_server() {
     )
     .unwrap();
     assert_eq!(r["results"][0]["url"], Value::Null);
+    // The records name the owner path and the host, as `index` of a checkout
+    // of this URL does, so the search tool renders no GitHub link for them.
+    let store = rr_embedded::EmbeddedStore::open(dir.path()).unwrap();
+    let namespaces = store.namespaces().unwrap();
+    let names: Vec<_> = namespaces.iter().map(|n| (n.organization.as_str(), n.repository.as_str())).collect();
+    assert_eq!(names, [("demo", "widgets")]);
+    let metadata = store.namespace_metadata(&namespaces[0].namespace_id).unwrap();
+    assert!(!metadata.is_empty());
+    for m in &metadata {
+        assert_eq!(m.extra.get("source_host"), Some(&json!(format!("127.0.0.1:{port}"))), "{}", m.path);
+        assert_eq!(rr_core::render::source_url(m), None, "{}", m.path);
+    }
 
     // A named branch is a separate repository.
     let text = nav.call("add_repository", Some(&json!({"url": format!("{url}"), "branch": "dev"}))).await.unwrap();
