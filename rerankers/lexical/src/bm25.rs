@@ -15,7 +15,8 @@ use async_trait::async_trait;
 use rr_core::{BackendError, CallContext, Reranker};
 use serde::Deserialize;
 
-use crate::{SettingsError, positive, tokens, unit_interval};
+use crate::settings::{SettingsError, positive, unit_interval};
+use crate::tokens::tokens;
 
 /// The settings of `bm25-fusion`; every field has a default.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]

@@ -27,7 +27,8 @@ use async_trait::async_trait;
 use rr_core::{BackendError, CallContext, Reranker};
 use serde::Deserialize;
 
-use crate::{SettingsError, tokens, unit_interval};
+use crate::settings::{SettingsError, unit_interval};
+use crate::tokens::tokens;
 
 /// The settings of `mmr`.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
