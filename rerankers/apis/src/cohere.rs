@@ -9,8 +9,9 @@
 
 use serde::Serialize;
 
+use crate::endpoint::Connection;
+use crate::reranker::ApiReranker;
 use crate::reranker::{Api, Results};
-use crate::{ApiReranker, Connection};
 
 /// Where Cohere's API is served.
 pub const DEFAULT_COHERE_URL: &str = "https://api.cohere.com";

@@ -8,8 +8,9 @@
 
 use serde::Serialize;
 
+use crate::endpoint::Connection;
+use crate::reranker::ApiReranker;
 use crate::reranker::{Api, Results};
-use crate::{ApiReranker, Connection};
 
 /// Where Jina's API is served.
 pub const DEFAULT_JINA_URL: &str = "https://api.jina.ai";

@@ -14,7 +14,8 @@ use rr_http::json::null_as_default;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use crate::{Connection, Endpoint, RerankError, document_scores};
+use crate::endpoint::{Connection, Endpoint};
+use crate::error::RerankError;
 
 /// What sets one rerank API apart: where it is, what it is sent and where
 /// its answer keeps the items.
@@ -107,6 +108,43 @@ impl<A: Api> Reranker for ApiReranker<A> {
     }
 }
 
+/// One score per document, in document order, or the first thing that is
+/// wrong with the answer. A `None` item is a JSON `null` in the result list.
+pub(crate) fn document_scores(
+    provider: &'static str,
+    results: Vec<Option<Scored>>,
+    documents: usize,
+) -> Result<Vec<f64>, RerankError> {
+    if results.len() != documents {
+        return Err(RerankError::CountMismatch { provider, results: results.len(), documents });
+    }
+    let mut scores: Vec<Option<f64>> = vec![None; documents];
+    for (position, item) in results.into_iter().enumerate() {
+        let item = item.unwrap_or_default();
+        let raw = item.index.ok_or(RerankError::MissingIndex { provider, position })?;
+        let index = usize::try_from(raw).ok().filter(|&i| i < documents).ok_or(RerankError::IndexOutOfRange {
+            provider,
+            index: raw,
+            documents,
+        })?;
+        if scores[index].is_some() {
+            return Err(RerankError::DuplicateIndex { provider, index });
+        }
+        let score = item.score.ok_or(RerankError::MissingScore { provider, index })?;
+        if !score.is_finite() {
+            return Err(RerankError::NonFiniteScore { provider, index, score });
+        }
+        scores[index] = Some(score);
+    }
+    // With as many results as documents and no index twice, every slot is
+    // filled; the check stays because it is the invariant callers rely on.
+    scores
+        .into_iter()
+        .enumerate()
+        .map(|(index, score)| score.ok_or(RerankError::MissingScore { provider, index }))
+        .collect()
+}
+
 /// One result as a provider sends it: which document, and its score. Both
 /// are optional so that an answer missing either is reported as such rather
 /// than as a decode error. TEI's items are in this shape to the letter.
@@ -148,5 +186,56 @@ pub struct Results {
 impl From<Results> for Vec<Option<Scored>> {
     fn from(response: Results) -> Self {
         relevance_items(response.results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(index: i64, score: f64) -> Option<Scored> {
+        Some(Scored { index: Some(index), score: Some(score) })
+    }
+
+    fn scores(results: Vec<Option<Scored>>, documents: usize) -> Result<Vec<f64>, String> {
+        document_scores("cohere", results, documents).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn scores_are_put_back_in_document_order() {
+        assert_eq!(scores(vec![item(2, 0.9), item(0, 0.1), item(1, 0.5)], 3).unwrap(), vec![0.1, 0.5, 0.9]);
+        assert_eq!(scores(vec![], 0).unwrap(), Vec::<f64>::new());
+    }
+
+    #[test]
+    fn every_way_of_not_scoring_each_document_once_is_named() {
+        assert_eq!(scores(vec![item(0, 0.1)], 2).unwrap_err(), "cohere rerank returned 1 results for 2 documents");
+        assert_eq!(scores(vec![item(0, 0.1), item(0, 0.2)], 2).unwrap_err(), "cohere rerank returned index 0 twice");
+        assert_eq!(
+            scores(vec![item(0, 0.1), item(2, 0.2)], 2).unwrap_err(),
+            "cohere rerank returned index 2, out of range for 2 documents"
+        );
+        assert_eq!(
+            scores(vec![item(-1, 0.1), item(0, 0.2)], 2).unwrap_err(),
+            "cohere rerank returned index -1, out of range for 2 documents"
+        );
+        assert_eq!(scores(vec![item(0, 0.1), None], 2).unwrap_err(), "cohere rerank result 1 has no index");
+        let no_score = Some(Scored { index: Some(1), score: None });
+        assert_eq!(
+            scores(vec![item(0, 0.1), no_score], 2).unwrap_err(),
+            "cohere rerank returned no score for document 1"
+        );
+    }
+
+    #[test]
+    fn non_finite_scores_are_refused() {
+        assert_eq!(
+            scores(vec![item(0, f64::NAN)], 1).unwrap_err(),
+            "cohere rerank returned a non-finite score (NaN) for document 0"
+        );
+        assert_eq!(
+            scores(vec![item(0, 0.5), item(1, f64::INFINITY)], 2).unwrap_err(),
+            "cohere rerank returned a non-finite score (inf) for document 1"
+        );
     }
 }

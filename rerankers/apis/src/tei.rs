@@ -14,8 +14,9 @@
 
 use serde::Serialize;
 
+use crate::endpoint::Connection;
+use crate::reranker::ApiReranker;
 use crate::reranker::{Api, Scored};
-use crate::{ApiReranker, Connection};
 
 /// TEI's own default `--max-client-batch-size`.
 pub const DEFAULT_MAX_BATCH_SIZE: usize = 32;

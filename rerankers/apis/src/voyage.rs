@@ -10,8 +10,9 @@
 use rr_http::json::null_as_default;
 use serde::{Deserialize, Serialize};
 
+use crate::endpoint::Connection;
+use crate::reranker::ApiReranker;
 use crate::reranker::{Api, RelevanceItem, Scored, relevance_items};
-use crate::{ApiReranker, Connection};
 
 /// Where Voyage's API is served.
 pub const DEFAULT_VOYAGE_URL: &str = "https://api.voyageai.com";
