@@ -31,7 +31,7 @@ use rr_http::json::{self, null_as_default};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::{ChromaError, ChromaStore, CollectionResponse, STORE_NAME};
+use crate::store::{ChromaError, ChromaStore, CollectionResponse, STORE_NAME};
 
 /// The operation name of the pre-flight request in errors and logs.
 pub const MAX_BATCH_SIZE_OPERATION: &str = "Chroma maximum batch size lookup";
@@ -46,8 +46,6 @@ pub const DELETE_OPERATION: &str = "Chroma delete";
 
 /// The batch limit assumed when the server does not announce one.
 pub const DEFAULT_MAX_BATCH_SIZE: usize = 100;
-/// Ids read per `get` request while listing a namespace.
-pub const DEFAULT_PAGE_SIZE: usize = 1000;
 
 /// What `POST .../collections` carries, field for field as the Python client
 /// of `chromadb` 1.5.9 sends it for `get_or_create_collection(name,
@@ -174,7 +172,7 @@ struct DeleteBody<'a> {
 
 impl ChromaStore {
     /// Ids per page when listing a namespace (at least 1; default
-    /// [`DEFAULT_PAGE_SIZE`]).
+    /// [`DEFAULT_PAGE_SIZE`](crate::DEFAULT_PAGE_SIZE)).
     pub fn with_page_size(mut self, page_size: usize) -> Self {
         self.page_size = page_size.max(1);
         self

@@ -14,7 +14,8 @@ use rr_http::json::null_as_default;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{ChromaError, ChromaStore, reply};
+use crate::reply;
+use crate::store::{ChromaError, ChromaStore};
 
 /// The operation name of a page of a whole-collection read.
 pub const READ_OPERATION: &str = "Chroma collection read";

@@ -14,7 +14,7 @@ use rr_http::HttpClient;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{ChromaConfig, ChromaStore, LOOKUP_OPERATION, STORE_NAME};
+use crate::store::{ChromaConfig, ChromaStore, LOOKUP_OPERATION, STORE_NAME};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -1,0 +1,166 @@
+//! The store itself: its configuration, its errors, its URLs and the
+//! collection id it caches (see the crate docs), shared by the query, write
+//! and read sides.
+
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use rr_core::CallContext;
+use rr_core::render::path_escape;
+use rr_http::json::null_as_default;
+use rr_http::{HttpClient, HttpError, bearer};
+use serde::Deserialize;
+
+/// The operation name of the collection lookup in errors and logs.
+pub const LOOKUP_OPERATION: &str = "Chroma collection lookup";
+/// The `name()` of the store, as a [`VectorStore`](rr_core::VectorStore) and as an index store.
+pub const STORE_NAME: &str = "chroma";
+/// Ids read per `get` request while listing a namespace.
+pub const DEFAULT_PAGE_SIZE: usize = 1000;
+
+/// Where the collection lives and how to authenticate.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ChromaConfig {
+    /// Origin of the Chroma server, without a trailing `/`.
+    pub server_url: String,
+    pub tenant: String,
+    pub database: String,
+    pub collection_name: String,
+    /// Sent as `Bearer <token>` (or as is when it already has the scheme).
+    /// When absent, the caller's `Authorization` header is passed through.
+    pub bearer_token: Option<String>,
+}
+
+impl std::fmt::Debug for ChromaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChromaConfig")
+            .field("server_url", &self.server_url)
+            .field("tenant", &self.tenant)
+            .field("database", &self.database)
+            .field("collection_name", &self.collection_name)
+            .field("bearer_token", &self.bearer_token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
+}
+
+/// What can go wrong talking to Chroma.
+#[derive(Debug, thiserror::Error)]
+pub enum ChromaError {
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    /// The lookup succeeded but named no collection.
+    #[error("Chroma collection lookup returned no collection ID")]
+    NoCollectionId,
+    /// Creating (or getting) the collection succeeded but named no collection.
+    #[error("Chroma collection creation returned no collection ID")]
+    NoCreatedCollectionId,
+}
+
+impl ChromaError {
+    /// The error without URLs or Chroma's reply text (see [`HttpError::summary`]).
+    pub fn summary(&self) -> String {
+        match self {
+            ChromaError::Http(e) => e.summary(),
+            other => other.to_string(),
+        }
+    }
+}
+
+/// A Chroma collection searched through the v2 API.
+pub struct ChromaStore {
+    pub(crate) http: HttpClient,
+    /// `<server>/api/v2`.
+    pub(crate) api_url: String,
+    pub(crate) collection_url: String,
+    pub(crate) collections_url: String,
+    pub(crate) collection_name: String,
+    pub(crate) authorization: Option<String>,
+    pub(crate) collection_id: Mutex<Option<String>>,
+    /// The server's `max_batch_size`, once asked (see the `index` module).
+    pub(crate) max_batch_size: OnceLock<usize>,
+    /// Ids per page when listing a namespace.
+    pub(crate) page_size: usize,
+}
+
+impl std::fmt::Debug for ChromaStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChromaStore").field("collection_url", &self.collection_url).finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct CollectionResponse {
+    #[serde(default, deserialize_with = "null_as_default")]
+    pub(crate) id: String,
+    // Unused, but Go decodes it too, so a malformed name fails the same way.
+    #[serde(default, deserialize_with = "null_as_default")]
+    #[allow(dead_code)]
+    name: String,
+}
+
+impl ChromaStore {
+    /// A store for `config`, sending through `http`. The configured bearer
+    /// token is added to the client's secrets.
+    pub fn new(config: ChromaConfig, http: HttpClient) -> Self {
+        let token = config.bearer_token.clone().unwrap_or_default();
+        let server = config.server_url.trim_end_matches('/');
+        let collections_url = format!(
+            "{server}/api/v2/tenants/{}/databases/{}/collections",
+            path_escape(&config.tenant),
+            path_escape(&config.database)
+        );
+        ChromaStore {
+            http: http.with_secret(&token),
+            api_url: format!("{server}/api/v2"),
+            collection_url: format!("{collections_url}/{}", path_escape(&config.collection_name)),
+            collection_name: config.collection_name,
+            collections_url,
+            authorization: bearer(&token),
+            collection_id: Mutex::new(None),
+            max_batch_size: OnceLock::new(),
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+
+    /// The URL of the collection lookup.
+    pub fn collection_url(&self) -> &str {
+        &self.collection_url
+    }
+
+    /// The URL of a query against collection `id`.
+    pub fn query_url(&self, id: &str) -> String {
+        format!("{}/{}/query", self.collections_url, path_escape(id))
+    }
+
+    /// The configured token, else the caller's header verbatim; never empty.
+    pub(crate) fn authorization<'a>(&'a self, ctx: &'a CallContext) -> Option<&'a str> {
+        self.authorization.as_deref().or(ctx.authorization.as_deref()).filter(|a| !a.is_empty())
+    }
+
+    /// The cached collection id, if a lookup has succeeded and nothing has
+    /// failed with it since.
+    pub fn cached_collection_id(&self) -> Option<String> {
+        self.collection_id.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Looks the collection up (always a request) and caches its id.
+    pub async fn lookup_collection_id(&self, ctx: &CallContext) -> Result<String, ChromaError> {
+        let response: CollectionResponse =
+            self.http.get_json(LOOKUP_OPERATION, &self.collection_url, self.authorization(ctx)).await?;
+        if response.id.is_empty() {
+            return Err(ChromaError::NoCollectionId);
+        }
+        *self.collection_id.lock().unwrap_or_else(PoisonError::into_inner) = Some(response.id.clone());
+        Ok(response.id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_debug_hides_the_token() {
+        let config = ChromaConfig { bearer_token: Some("tok-123".into()), ..Default::default() };
+        assert!(!format!("{config:?}").contains("tok-123"));
+    }
+}
