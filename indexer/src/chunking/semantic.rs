@@ -381,7 +381,7 @@ fn floor_boundary(text: &str, mut at: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::prefix;
+    use super::super::reference::tests::prefix;
     use super::*;
 
     fn semantic() -> ChunkingOptions {
