@@ -494,9 +494,7 @@ impl EmbeddedStore {
                 .map_err(err())?;
             let mut vec =
                 tx.prepare_cached("INSERT OR REPLACE INTO vectors (pk, embedding) VALUES (?1, ?2)").map_err(err())?;
-            let mut fts = tx
-                .prepare_cached("INSERT OR REPLACE INTO chunks_fts (rowid, body, idents) VALUES (?1, ?2, ?3)")
-                .map_err(err())?;
+            let mut fts = tx.prepare_cached(&fts::insert_statement()).map_err(err())?;
             for record in batch.upsert {
                 let chunk = &record.chunk;
                 let m = &chunk.metadata;
@@ -519,7 +517,8 @@ impl EmbeddedStore {
                     )
                     .map_err(err())?;
                 vec.execute(params![pk, vector_blob(&record.embedding)]).map_err(err())?;
-                fts.execute(params![pk, chunk.document, fts::idents(&chunk.document)]).map_err(err())?;
+                let [body, idents, stems, names] = fts::columns(&chunk.document, m);
+                fts.execute(params![pk, body, idents, stems, names]).map_err(err())?;
                 let key = GroupKey {
                     organization: m.organization.clone(),
                     repository: m.repository.clone(),
@@ -1142,9 +1141,10 @@ mod tests {
         }
         let mut stmt = reader
             .conn
-            .prepare(
-                "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score, rowid",
-            )
+            .prepare(&format!(
+                "SELECT rowid, {} AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score, rowid",
+                fts::bm25_call()
+            ))
             .unwrap();
         let mut hits: Vec<(i64, f64)> = Vec::new();
         for pass in passes {
