@@ -27,6 +27,11 @@ use rust_stemmers::{Algorithm, Stemmer};
 /// pasted file cannot turn into a huge query.
 const MAX_TERMS: usize = 64;
 
+/// Most words a query may have to be searched also as one phrase. An error
+/// message or a sentence pasted from the code then ranks the chunk holding
+/// it verbatim first; a longer text is rarely a verbatim quote.
+const MAX_PHRASE_WORDS: usize = 16;
+
 /// The camelCase parts of the document's identifiers, lower-cased, for every
 /// identifier piece that has more than one part.
 pub(crate) fn idents(document: &str) -> String {
@@ -205,7 +210,8 @@ fn defined_name(line: &str) -> Option<&str> {
             rest = after[after.find(close)? + 1..].trim_start();
         }
     }
-    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(rest.len());
+    // `$` is part of a JavaScript name (`$ZodType`).
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')).unwrap_or(rest.len());
     (end > 0).then(|| &rest[..end])
 }
 
@@ -239,8 +245,9 @@ fn is_stopword(word: &str) -> bool {
 
 /// The terms of `query`: each run of letters, digits and `_`, plus its
 /// camelCase / snake_case parts, lower-cased, without [`STOPWORDS`] (unless
-/// nothing else is left), each followed by its stem when that differs,
-/// without repeats, at most [`MAX_TERMS`].
+/// nothing else is left), each followed by its stem when that differs; then
+/// the whole query as one phrase, stopwords included, when it has 2 to
+/// [`MAX_PHRASE_WORDS`] words. Without repeats, at most [`MAX_TERMS`].
 pub(crate) fn query_terms(query: &str) -> Vec<Term> {
     let mut words: Vec<String> = Vec::new();
     for word in query.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
@@ -257,15 +264,19 @@ pub(crate) fn query_terms(query: &str) -> Vec<Term> {
     if words.iter().any(|w| !is_stopword(w)) {
         words.retain(|w| !is_stopword(w));
     }
+    let whole: Vec<&str> =
+        query.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).collect();
+    let phrase = (2..=MAX_PHRASE_WORDS).contains(&whole.len()).then(|| whole.join(" ").to_lowercase());
     let stemmer = stemmer();
-    let mut terms: Vec<Term> = Vec::new();
-    for word in words {
+    let stemmed = words.into_iter().flat_map(|word| {
         let stem = stem_of(&stemmer, &word);
-        for text in std::iter::once(word).chain(stem) {
-            if !terms.iter().any(|x| x.text == text) && terms.len() < MAX_TERMS {
-                let single_token = text.bytes().all(|b| b.is_ascii_alphanumeric());
-                terms.push(Term { text, single_token });
-            }
+        std::iter::once(word).chain(stem)
+    });
+    let mut terms: Vec<Term> = Vec::new();
+    for text in stemmed.chain(phrase) {
+        if !terms.iter().any(|x| x.text == text) && terms.len() < MAX_TERMS {
+            let single_token = text.bytes().all(|b| b.is_ascii_alphanumeric());
+            terms.push(Term { text, single_token });
         }
     }
     terms
@@ -316,13 +327,16 @@ mod tests {
     #[test]
     fn builds_safe_match_expressions() {
         let expr = |q: &str| match_expression(&query_terms(q));
-        assert_eq!(expr("loadConfig now"), Some(r#""loadconfig" OR "load" OR "config" OR "now""#.into()));
+        assert_eq!(
+            expr("loadConfig now"),
+            Some(r#""loadconfig" OR "load" OR "config" OR "now" OR "loadconfig now""#.into())
+        );
         assert_eq!(expr("parse_config"), Some(r#""parse_config" OR "parse" OR "pars" OR "config""#.into()));
-        assert_eq!(expr(r#"a" OR x:* NEAR(b)"#), Some(r#""x" OR "near" OR "b""#.into()));
+        assert_eq!(expr(r#"a" OR x:* NEAR(b)"#), Some(r#""x" OR "near" OR "b" OR "a or x near b""#.into()));
         assert_eq!(expr("  ?! "), None);
         assert_eq!(expr("café"), Some(r#""café""#.into()));
         let single: Vec<bool> = query_terms("parse_config café x2").iter().map(|t| t.single_token).collect();
-        assert_eq!(single, [false, true, true, true, false, true, true, true]);
+        assert_eq!(single, [false, true, true, true, false, true, true, true, false]);
     }
 
     #[test]
@@ -330,10 +344,20 @@ mod tests {
         let texts = |q: &str| query_terms(q).into_iter().map(|t| t.text).collect::<Vec<_>>();
         assert_eq!(
             texts("where are conflicting arguments detected?"),
-            ["conflicting", "conflict", "arguments", "argument", "detected", "detect"]
+            [
+                "conflicting",
+                "conflict",
+                "arguments",
+                "argument",
+                "detected",
+                "detect",
+                "where are conflicting arguments detected"
+            ]
         );
         // Nothing but stopwords: they are the query.
-        assert_eq!(texts("how is it"), ["how", "is", "it"]);
+        assert_eq!(texts("how is it"), ["how", "is", "it", "how is it"]);
+        let long = "word ".repeat(MAX_PHRASE_WORDS + 1);
+        assert_eq!(texts(&long), ["word"]);
         // An identifier's stopword parts go, the identifier stays.
         assert_eq!(texts("is_set"), ["is_set", "set"]);
     }
@@ -370,6 +394,7 @@ mod tests {
             ("impl<T: Clone> TypedValueParser for Wrapped<T> {", Some("TypedValueParser")),
             ("macro_rules! arg_impl {", Some("arg_impl")),
             ("export default class Foo {", Some("Foo")),
+            ("export interface $ZodCatch<T extends SomeType = $ZodType> extends $ZodType {", Some("$ZodCatch")),
             // A local, a call and prose are not definitions.
             ("    let value = 1;", None),
             ("    fnord(x)", None),

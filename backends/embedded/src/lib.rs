@@ -883,9 +883,10 @@ impl View<'_> {
             let (document_frequency, at_most) = if term.single_token {
                 (Some(reader.document_frequency(&term.text, self.changes).map_err(err())?), None)
             } else {
-                // `unicode61` splits `load_config2` into `load` and `config2`.
+                // `unicode61` splits `load_config2` into `load` and `config2`;
+                // a phrase is in no more rows than its rarest word.
                 let mut at_most = None;
-                for token in term.text.split('_').filter(|t| !t.is_empty()) {
+                for token in term.text.split(['_', ' ']).filter(|t| !t.is_empty()) {
                     if !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
                         at_most = None;
                         break;
