@@ -49,8 +49,10 @@
 //! (about 0.2 s at 100k chunks).
 //!
 //! **Lexical and hybrid search.** [`EmbeddedStore::lexical_search`] ranks
-//! with FTS5's BM25 over the documents (plus camelCase parts of identifiers),
-//! any query word matching, filtering before the cut-off like vector search.
+//! with FTS5's BM25 over the documents plus the camelCase parts of their
+//! identifiers, their word stems and their names (weighted columns, see
+//! `fts.rs`), any query word matching, filtering before the cut-off like
+//! vector search.
 //! Words in at least half of the chunks, whose IDF FTS5 clamps to 1e-6, are
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
 //! shortcut (about 0.5 µs of `bm25()` per matching chunk, then a sort), so

@@ -72,7 +72,7 @@ const MIGRATIONS: &[&str] = &[
     // `chunks_fts` gains `stems` (word stems) and `names` (path, symbols and
     // defined names, weighted above the text); see `fts.rs`. Its rows are
     // computed in Rust, so `migrate` refills the new table from `chunks` in
-    // the same transaction.
+    // the same transaction (`REFILL_FTS_AT`).
     r#"
     DROP TABLE chunks_fts;
     CREATE VIRTUAL TABLE chunks_fts USING fts5 (
@@ -83,9 +83,12 @@ const MIGRATIONS: &[&str] = &[
     "#,
 ];
 
-/// The first version whose `chunks_fts` rows `migrate` refills from
-/// `chunks` when it creates the table anew.
-const REFILL_FTS_AT: usize = 2;
+/// The last version that changed what `chunks_fts` holds: a store older
+/// than it gets every row rewritten from `chunks` by this build's
+/// `fts::columns` once its migrations have run (so a later change of the
+/// columns moves this number, and the refill always writes the current
+/// columns).
+const REFILL_FTS_AT: i64 = 2;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -113,11 +116,11 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), EmbeddedError> {
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
         tx.execute_batch(sql).map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
-        if i + 1 == REFILL_FTS_AT {
-            refill_fts(&tx)?;
-        }
         tx.execute("UPDATE schema_version SET version = ?1", [i as i64 + 1])
             .map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
+    }
+    if found < REFILL_FTS_AT {
+        refill_fts(&tx)?;
     }
     tx.commit().map_err(EmbeddedError::sqlite(OPEN_OPERATION))
 }
