@@ -49,8 +49,10 @@
 //! (about 0.2 s at 100k chunks).
 //!
 //! **Lexical and hybrid search.** [`EmbeddedStore::lexical_search`] ranks
-//! with FTS5's BM25 over the documents (plus camelCase parts of identifiers),
-//! any query word matching, filtering before the cut-off like vector search.
+//! with FTS5's BM25 over the documents plus the camelCase parts of their
+//! identifiers, their word stems and their names (weighted columns, see
+//! `fts.rs`), any query word matching, filtering before the cut-off like
+//! vector search.
 //! Words in at least half of the chunks, whose IDF FTS5 clamps to 1e-6, are
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
 //! shortcut (about 0.5 µs of `bm25()` per matching chunk, then a sort), so
@@ -494,9 +496,7 @@ impl EmbeddedStore {
                 .map_err(err())?;
             let mut vec =
                 tx.prepare_cached("INSERT OR REPLACE INTO vectors (pk, embedding) VALUES (?1, ?2)").map_err(err())?;
-            let mut fts = tx
-                .prepare_cached("INSERT OR REPLACE INTO chunks_fts (rowid, body, idents) VALUES (?1, ?2, ?3)")
-                .map_err(err())?;
+            let mut fts = tx.prepare_cached(&fts::insert_statement()).map_err(err())?;
             for record in batch.upsert {
                 let chunk = &record.chunk;
                 let m = &chunk.metadata;
@@ -519,7 +519,8 @@ impl EmbeddedStore {
                     )
                     .map_err(err())?;
                 vec.execute(params![pk, vector_blob(&record.embedding)]).map_err(err())?;
-                fts.execute(params![pk, chunk.document, fts::idents(&chunk.document)]).map_err(err())?;
+                let [body, idents, stems, names] = fts::columns(&chunk.document, m);
+                fts.execute(params![pk, body, idents, stems, names]).map_err(err())?;
                 let key = GroupKey {
                     organization: m.organization.clone(),
                     repository: m.repository.clone(),
@@ -884,9 +885,10 @@ impl View<'_> {
             let (document_frequency, at_most) = if term.single_token {
                 (Some(reader.document_frequency(&term.text, self.changes).map_err(err())?), None)
             } else {
-                // `unicode61` splits `load_config2` into `load` and `config2`.
+                // `unicode61` splits `load_config2` into `load` and `config2`;
+                // a phrase is in no more rows than its rarest word.
                 let mut at_most = None;
-                for token in term.text.split('_').filter(|t| !t.is_empty()) {
+                for token in term.text.split(['_', ' ']).filter(|t| !t.is_empty()) {
                     if !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
                         at_most = None;
                         break;
@@ -1142,9 +1144,10 @@ mod tests {
         }
         let mut stmt = reader
             .conn
-            .prepare(
-                "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score, rowid",
-            )
+            .prepare(&format!(
+                "SELECT rowid, {} AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score, rowid",
+                fts::bm25_call()
+            ))
             .unwrap();
         let mut hits: Vec<(i64, f64)> = Vec::new();
         for pass in passes {
