@@ -550,12 +550,12 @@ pub async fn search(
     reranker: Option<Arc<dyn Reranker>>,
 ) -> Result<(String, bool), LocalError> {
     let engine = engine_with(store_dir, choice, reranker)?;
-    let outcome = crate::tool::call_with(
+    let outcome = rr_mcp::search::call_with(
         &engine,
         args,
         &CallContext::default(),
         &rr_core::ArgLimits::default(),
-        crate::tool::ErrorText::Summary,
+        rr_mcp::ErrorText::Summary,
     )
     .await;
     Ok((outcome.text, outcome.is_error))

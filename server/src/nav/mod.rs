@@ -20,7 +20,6 @@ pub mod entities;
 pub mod find_patterns;
 pub mod get_file;
 pub mod list_definitions;
-pub mod ratelimit;
 pub mod reassemble;
 pub mod repos;
 pub mod schema;
