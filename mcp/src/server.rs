@@ -199,6 +199,15 @@ impl McpServer {
         self.inner.nav.is_some()
     }
 
+    /// A resource listing of the navigation, or an empty `key` list without it.
+    fn listed<T: serde::de::DeserializeOwned>(
+        &self,
+        key: &str,
+        list: impl FnOnce(&dyn Navigation) -> Value,
+    ) -> Result<T, ErrorData> {
+        from_json(self.inner.nav.as_deref().map_or_else(|| serde_json::json!({ key: [] }), list))
+    }
+
     async fn call_search(
         &self,
         arguments: Option<JsonObject>,
@@ -322,10 +331,7 @@ impl ServerHandler for McpServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        match &self.inner.nav {
-            Some(nav) => from_json(nav.resources()),
-            None => Ok(ListResourcesResult::with_all_items(Vec::new())),
-        }
+        self.listed("resources", |nav| nav.resources())
     }
 
     async fn list_resource_templates(
@@ -333,10 +339,7 @@ impl ServerHandler for McpServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        match &self.inner.nav {
-            Some(nav) => from_json(nav.resource_templates()),
-            None => Ok(ListResourceTemplatesResult::with_all_items(Vec::new())),
-        }
+        self.listed("resourceTemplates", |nav| nav.resource_templates())
     }
 
     async fn on_custom_request(
