@@ -119,7 +119,8 @@ impl Transport<RoleServer> for Framed {
     type Error = std::io::Error;
 
     fn send(&mut self, item: ServerJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let sent = self.out.send(Out::Rpc(Box::new(item))).map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        let sent =
+            self.out.send(Out::Rpc(Box::new(item))).map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
         std::future::ready(sent)
     }
 
