@@ -103,7 +103,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 pub use error::{EmbeddedError, OPEN_OPERATION, QUERY_OPERATION, READ_OPERATION, WRITE_OPERATION};
 pub use schema::SCHEMA_VERSION;
 
-use index::{ExactVectors, GroupKey, VectorIndex, source_line};
+use index::{ExactVectors, FirstStage, GroupKey, VectorIndex, source_line};
 
 /// The database file inside the store's folder.
 pub const DATABASE_FILE: &str = "store.sqlite3";
@@ -341,6 +341,20 @@ impl EmbeddedStore {
     pub fn search(&self, embedding: &[f32], filter: &SearchFilter, k: usize) -> Result<Vec<Candidate>, EmbeddedError> {
         let view = self.view()?;
         let hits = view.vector_hits(&self.inner.reader, embedding, filter, k)?;
+        view.fetch(&self.reader(), &hits)
+    }
+
+    /// [`EmbeddedStore::search`] as the index ran before it had sign codes:
+    /// the 2-bit codes of every passing row scanned (benches compare the two).
+    #[doc(hidden)]
+    pub fn search_without_signs(
+        &self,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        k: usize,
+    ) -> Result<Vec<Candidate>, EmbeddedError> {
+        let view = self.view()?;
+        let hits = view.vector_hits_from(&self.inner.reader, embedding, filter, k, FirstStage::Coarse)?;
         view.fetch(&self.reader(), &hits)
     }
 
@@ -839,6 +853,17 @@ impl View<'_> {
         filter: &SearchFilter,
         k: usize,
     ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
+        self.vector_hits_from(reader, embedding, filter, k, FirstStage::Signs)
+    }
+
+    fn vector_hits_from(
+        &self,
+        reader: &Mutex<Reader>,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        k: usize,
+        first: FirstStage,
+    ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
         let index = &self.index;
         match index.dim() {
             0 => Ok(Vec::new()),
@@ -847,7 +872,7 @@ impl View<'_> {
             }
             dim => {
                 let mut locked = None;
-                index.nearest(embedding, k, &index.mask(filter), |pk, out| {
+                index.nearest(embedding, k, &index.mask(filter), first, |pk, out| {
                     let reader = locked.get_or_insert_with(|| reader.lock().unwrap_or_else(PoisonError::into_inner));
                     read_vector(&reader.conn, pk, dim, out)
                 })
