@@ -143,7 +143,8 @@ pub(crate) struct VectorIndex {
     /// lanes past the last slot are zero.
     signs: Vec<u8>,
     sign_factors: Vec<SignFactors>,
-    coarse: Vec<u8>,
+    /// 2-bit codes, each row starting on a cache line when rows are 64 bytes.
+    coarse: Lines,
     fine: Vec<i8>,
     slot_of: HashMap<i64, usize>,
     keys: Vec<GroupKey>,
@@ -204,7 +205,7 @@ impl VectorIndex {
                 if slot.is_multiple_of(SIGN_BLOCK_ROWS) {
                     self.signs.resize(self.signs.len() + self.layout.sign_block_bytes(), 0);
                 }
-                self.coarse.resize((slot + 1) * self.layout.coarse_bytes(), 0);
+                self.coarse.resize((slot + 1) * self.layout.coarse_bytes());
                 self.fine.resize((slot + 1) * self.layout.dim, 0);
                 slot
             }
@@ -213,7 +214,7 @@ impl VectorIndex {
         self.factors[slot] = quant::encode(
             self.layout,
             vector,
-            &mut self.coarse[slot * bytes..(slot + 1) * bytes],
+            &mut self.coarse.as_mut_slice()[slot * bytes..(slot + 1) * bytes],
             &mut self.fine[slot * dim..(slot + 1) * dim],
         );
         let mut signs = vec![0u8; self.layout.sign_bytes()];
@@ -248,7 +249,7 @@ impl VectorIndex {
         if slot != last {
             let moved = self.pks[last];
             self.slot_of.insert(moved, slot);
-            self.coarse.copy_within(last * bytes..(last + 1) * bytes, slot * bytes);
+            self.coarse.as_mut_slice().copy_within(last * bytes..(last + 1) * bytes, slot * bytes);
             self.fine.copy_within(last * dim..(last + 1) * dim, slot * dim);
             let signs = self.signs_of(last);
             self.set_signs(slot, &signs);
@@ -261,7 +262,7 @@ impl VectorIndex {
         self.groups.swap_remove(slot);
         self.factors.swap_remove(slot);
         self.sign_factors.swap_remove(slot);
-        self.coarse.truncate(last * bytes);
+        self.coarse.resize(last * bytes);
         self.fine.truncate(last * dim);
     }
 
@@ -355,7 +356,7 @@ impl VectorIndex {
         let mut candidates = if signs {
             self.split_scan(self.layout.sign_bytes(), |slots| {
                 let mut best = Best::new(keep);
-                let (signs, coarse) = ((&self.signs, &self.sign_factors), (&self.coarse, &self.factors));
+                let (signs, coarse) = ((&self.signs, &self.sign_factors), (self.coarse.as_slice(), &self.factors));
                 query.sign_coarse_scan(self.layout, signs.0, signs.1, coarse.0, coarse.1, slots, passes, &mut best);
                 best.found
             })
@@ -363,7 +364,7 @@ impl VectorIndex {
             self.split_scan(self.layout.coarse_bytes(), |slots| {
                 let mut best = Best::new(keep);
                 let visit = |slot, estimate| best.offer(slot, estimate);
-                query.coarse_scan(self.layout, &self.coarse, &self.factors, slots, passes, visit);
+                query.coarse_scan(self.layout, self.coarse.as_slice(), &self.factors, slots, passes, visit);
                 best.found
             })
         };
@@ -449,6 +450,56 @@ impl VectorIndex {
         let mut hits = std::mem::take(&mut heap).into_vec();
         hits.sort();
         hits.into_iter().map(|h| (h.pk, f64::from(h.distance))).collect()
+    }
+}
+
+/// A byte buffer whose first byte sits on a 64-byte boundary, so that a
+/// 64-byte row of codes read at random costs one cache line, not two (a
+/// large `Vec<u8>` from the allocator starts 16 bytes past a page).
+#[derive(Debug, Default)]
+struct Lines {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Lines {
+    const LINE: usize = 64;
+
+    fn as_slice(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        self.buf.reserve((self.start + self.len + additional + Self::LINE).saturating_sub(self.buf.len()));
+        self.realign();
+    }
+
+    /// Grows (with zeros) or shrinks to `len` bytes.
+    fn resize(&mut self, len: usize) {
+        if len > self.len {
+            self.buf.resize(self.buf.len().max(self.start + len + Self::LINE), 0);
+            self.realign();
+            self.buf[self.start + self.len..self.start + len].fill(0);
+        }
+        self.len = len;
+    }
+
+    /// Moves the bytes to the first line boundary of the buffer, which a
+    /// reallocation may have moved.
+    fn realign(&mut self) {
+        let start = (self.buf.as_ptr() as usize).wrapping_neg() % Self::LINE;
+        if start != self.start {
+            if self.buf.len() < start + self.len {
+                self.buf.resize(start + self.len, 0);
+            }
+            self.buf.copy_within(self.start..self.start + self.len, start);
+            self.start = start;
+        }
     }
 }
 
@@ -698,6 +749,23 @@ mod tests {
     }
 
     #[test]
+    fn lines_keep_their_bytes_on_a_line_boundary() {
+        let mut lines = Lines::default();
+        for len in (0..5000).step_by(64) {
+            lines.resize(len + 64);
+            let n = lines.as_slice().len();
+            lines.as_mut_slice()[n - 64..].fill((len / 64) as u8);
+            assert_eq!(lines.as_slice().as_ptr() as usize % Lines::LINE, 0);
+        }
+        lines.resize(64 * 3);
+        lines.reserve(1 << 20);
+        assert_eq!(lines.as_slice().as_ptr() as usize % Lines::LINE, 0);
+        assert_eq!(lines.as_slice(), [[0u8; 64], [1; 64], [2; 64]].concat());
+        lines.resize(64 * 4);
+        assert_eq!(lines.as_slice()[64 * 3..], [0; 64]);
+    }
+
+    #[test]
     fn passing_count_sums_the_passing_groups() {
         let mut ix = VectorIndex::new(2);
         for pk in 0..10 {
@@ -761,7 +829,7 @@ mod tests {
                 let t = thread_cpu_ms();
                 let mut best = Best::new(keep_signs);
                 let mut counting = Counting(&mut best, 0);
-                let (signs, coarse) = ((&ix.signs, &ix.sign_factors), (&ix.coarse, &ix.factors));
+                let (signs, coarse) = ((&ix.signs, &ix.sign_factors), (ix.coarse.as_slice(), &ix.factors));
                 query.sign_coarse_scan(
                     ix.layout,
                     signs.0,
@@ -779,7 +847,14 @@ mod tests {
 
                 let t = thread_cpu_ms();
                 let mut best = Best::new(keep);
-                query.coarse_scan(ix.layout, &ix.coarse, &ix.factors, 0..rows, |_| true, |s, e| best.offer(s, e));
+                query.coarse_scan(
+                    ix.layout,
+                    ix.coarse.as_slice(),
+                    &ix.factors,
+                    0..rows,
+                    |_| true,
+                    |s, e| best.offer(s, e),
+                );
                 let mut without = best.found;
                 keep_best(&mut without, keep);
                 coarse_time.push(thread_cpu_ms() - t);
