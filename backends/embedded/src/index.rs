@@ -111,7 +111,7 @@ pub(crate) fn coarse_candidates(k: usize, rows: usize) -> usize {
 /// Rows whose `f32` vectors are read for the exact rescore. The `i8` ranking
 /// put the exact top 10 within its first 12 on a million random vectors.
 pub(crate) fn exact_candidates(k: usize) -> usize {
-    2 * k + 24
+    k + k / 2 + 8
 }
 
 /// Which codes [`VectorIndex::nearest`] scans every passing row of.
@@ -354,8 +354,10 @@ impl VectorIndex {
         let keep = if signs { sign_scan_candidates(k) } else { coarse_candidates(k, passing) };
         let passes = |slot: usize| mask.passes(self.groups[slot]);
         let mut candidates = if signs {
+            let floor = self.sampled_floor(query, keep, &passes);
             self.split_scan(self.layout.sign_bytes(), |slots| {
                 let mut best = Best::new(keep);
+                best.threshold = floor;
                 let (signs, coarse) = ((&self.signs, &self.sign_factors), (self.coarse.as_slice(), &self.factors));
                 query.sign_coarse_scan(self.layout, signs.0, signs.1, coarse.0, coarse.1, slots, passes, &mut best);
                 best.found
@@ -370,6 +372,27 @@ impl VectorIndex {
         };
         keep_best(&mut candidates, keep);
         candidates
+    }
+
+    /// A cut-off for the sign scan before it starts: the coarse estimate of
+    /// about the `2 · keep`-th best row, from every 16th block of rows. Only
+    /// rows above it are offered. Without it the cut-off starts at nothing
+    /// and rises as the scan goes, and the first part of the store lets
+    /// through to the 2-bit codes several times more rows than the rest.
+    /// A strided sample, not a prefix, because rows are stored in the order
+    /// they were written (a prefix would be one repository's). `-∞` when
+    /// the sample is too small to say.
+    fn sampled_floor(&self, query: &Query, keep: usize, passes: &impl Fn(usize) -> bool) -> f32 {
+        const EVERY: usize = 16;
+        let mut best = Best::new((2 * keep).div_ceil(EVERY));
+        let sampled = |slot: usize| (slot / SIGN_BLOCK_ROWS).is_multiple_of(EVERY) && passes(slot);
+        let (signs, coarse) = ((&self.signs, &self.sign_factors), (self.coarse.as_slice(), &self.factors));
+        query.sign_coarse_scan(self.layout, signs.0, signs.1, coarse.0, coarse.1, 0..self.len(), sampled, &mut best);
+        if best.found.len() < best.keep {
+            return f32::NEG_INFINITY;
+        }
+        keep_best(&mut best.found, best.keep);
+        best.found.iter().map(|c| c.0).fold(f32::INFINITY, f32::min)
     }
 
     /// `scan` over every slot, split in two halves (at a block boundary) on
@@ -828,6 +851,7 @@ mod tests {
 
                 let t = thread_cpu_ms();
                 let mut best = Best::new(keep_signs);
+                best.threshold = ix.sampled_floor(&query, keep_signs, &|_| true);
                 let mut counting = Counting(&mut best, 0);
                 let (signs, coarse) = ((&ix.signs, &ix.sign_factors), (ix.coarse.as_slice(), &ix.factors));
                 query.sign_coarse_scan(

@@ -16,13 +16,15 @@
 //! next run rewrites what is missing.
 //!
 //! **Vector search reads compact codes in memory, then `f32` from SQLite.**
-//! At open, every vector is read once and kept only as codes: 2 bits and
-//! 8 bits per dimension (320 bytes per 256-d chunk: about 330 MB at a million
+//! At open, every vector is read once and kept only as codes: 1, 2 and
+//! 8 bits per dimension (352 bytes per 256-d chunk: about 370 MB at a million
 //! chunks, against 1 GB as `f32`). A query evaluates the filter once per
 //! *group* of rows sharing organization, repository, branch and the
-//! document's first line (all chunks of one file), scans the 2-bit codes of
-//! every row that passes with the CPU's SIMD, re-ranks the best few thousand
-//! by their 8-bit codes, and reads the `f32` vectors of the best few dozen
+//! document's first line (all chunks of one file), scans the sign bits of
+//! every row that passes with the CPU's SIMD (the 2-bit codes instead when
+//! fewer than 200,000 rows pass), re-ranks the few percent that could still
+//! make the cut by their 2-bit codes and the best few hundred by their 8-bit
+//! codes, and reads the `f32` vectors of the best few dozen
 //! from SQLite to compute their distances exactly (see `index.rs`). The
 //! filter is thus applied before ranking, with exactly the semantics of
 //! [`SearchFilter::matches`] (the path glob is
