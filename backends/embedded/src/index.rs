@@ -38,7 +38,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use rr_core::SearchFilter;
 
-use crate::quant::{self, Factors, Layout, Query, SIGN_BLOCK_ROWS, SignFactors, Sink};
+use crate::quant::{self, Codes, Factors, Layout, Query, SIGN_BLOCK_ROWS, SignFactors, Sink};
 
 /// Everything a [`SearchFilter`] can test about a chunk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -358,8 +358,7 @@ impl VectorIndex {
             self.split_scan(self.layout.sign_bytes(), |slots| {
                 let mut best = Best::new(keep);
                 best.threshold = floor;
-                let (signs, coarse) = ((&self.signs, &self.sign_factors), (self.coarse.as_slice(), &self.factors));
-                query.sign_coarse_scan(self.layout, signs.0, signs.1, coarse.0, coarse.1, slots, passes, &mut best);
+                query.sign_coarse_scan(self.codes(), slots, passes, &mut best);
                 best.found
             })
         } else {
@@ -374,6 +373,16 @@ impl VectorIndex {
         candidates
     }
 
+    fn codes(&self) -> Codes<'_> {
+        Codes {
+            layout: self.layout,
+            signs: &self.signs,
+            sign_factors: &self.sign_factors,
+            coarse: self.coarse.as_slice(),
+            factors: &self.factors,
+        }
+    }
+
     /// A cut-off for the sign scan before it starts: the coarse estimate of
     /// about the `2 · keep`-th best row, from every 16th block of rows. Only
     /// rows above it are offered. Without it the cut-off starts at nothing
@@ -386,8 +395,7 @@ impl VectorIndex {
         const EVERY: usize = 16;
         let mut best = Best::new((2 * keep).div_ceil(EVERY));
         let sampled = |slot: usize| (slot / SIGN_BLOCK_ROWS).is_multiple_of(EVERY) && passes(slot);
-        let (signs, coarse) = ((&self.signs, &self.sign_factors), (self.coarse.as_slice(), &self.factors));
-        query.sign_coarse_scan(self.layout, signs.0, signs.1, coarse.0, coarse.1, 0..self.len(), sampled, &mut best);
+        query.sign_coarse_scan(self.codes(), 0..self.len(), sampled, &mut best);
         if best.found.len() < best.keep {
             return f32::NEG_INFINITY;
         }
@@ -853,17 +861,7 @@ mod tests {
                 let mut best = Best::new(keep_signs);
                 best.threshold = ix.sampled_floor(&query, keep_signs, &|_| true);
                 let mut counting = Counting(&mut best, 0);
-                let (signs, coarse) = ((&ix.signs, &ix.sign_factors), (ix.coarse.as_slice(), &ix.factors));
-                query.sign_coarse_scan(
-                    ix.layout,
-                    signs.0,
-                    signs.1,
-                    coarse.0,
-                    coarse.1,
-                    0..rows,
-                    |_| true,
-                    &mut counting,
-                );
+                query.sign_coarse_scan(ix.codes(), 0..rows, |_| true, &mut counting);
                 let_through += counting.1;
                 let mut with_signs = best.found;
                 keep_best(&mut with_signs, keep_signs);

@@ -175,6 +175,18 @@ pub(crate) fn encode_signs(layout: Layout, v: &[f32], signs: &mut [u8]) -> SignF
     SignFactors { scale: if sum_abs > 0.0 { 1.0 / sum_abs } else { 0.0 }, bound }
 }
 
+/// The sign and 2-bit codes of every row, as the index holds them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Codes<'a> {
+    pub layout: Layout,
+    /// In blocks of [`SIGN_BLOCK_ROWS`] rows.
+    pub signs: &'a [u8],
+    pub sign_factors: &'a [SignFactors],
+    /// Row after row.
+    pub coarse: &'a [u8],
+    pub factors: &'a [Factors],
+}
+
 /// Where [`Query::sign_coarse_scan`] puts what it finds.
 pub(crate) trait Sink {
     /// Rows whose estimate could not reach this are not worth offering.
@@ -291,14 +303,9 @@ impl Query {
     /// bound reaches the sink's threshold. Those rows are scored in batches:
     /// their coarse codes are scattered, and a batch of independent loads
     /// lets the CPU wait for many cache misses at once instead of one by one.
-    #[allow(clippy::too_many_arguments)]
     pub fn sign_coarse_scan(
         &self,
-        layout: Layout,
-        signs: &[u8],
-        sign_factors: &[SignFactors],
-        coarse: &[u8],
-        factors: &[Factors],
+        codes: Codes<'_>,
         slots: std::ops::Range<usize>,
         keep: impl Fn(usize) -> bool,
         sink: &mut impl Sink,
@@ -308,22 +315,17 @@ impl Query {
             let kernels = Avx2::new(simd, self);
             return simd.vectorize(
                 #[inline(always)]
-                || self.sign_coarse_with(layout, signs, sign_factors, coarse, factors, slots, keep, sink, &kernels),
+                || self.sign_coarse_with(codes, slots, keep, sink, &kernels),
             );
         }
-        self.sign_coarse_with(layout, signs, sign_factors, coarse, factors, slots, keep, sink, &Portable)
+        self.sign_coarse_with(codes, slots, keep, sink, &Portable)
     }
 
     /// [`Query::sign_coarse_scan`] with the given kernels.
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn sign_coarse_with<S: Sink, K: Kernels>(
         &self,
-        layout: Layout,
-        signs: &[u8],
-        sign_factors: &[SignFactors],
-        coarse: &[u8],
-        factors: &[Factors],
+        codes: Codes<'_>,
         slots: std::ops::Range<usize>,
         keep: impl Fn(usize) -> bool,
         sink: &mut S,
@@ -332,15 +334,15 @@ impl Query {
         let mut batch = Batch {
             query: self,
             kernels,
-            coarse,
-            bytes: layout.coarse_bytes(),
-            factors,
-            bounds: sign_factors,
+            coarse: codes.coarse,
+            bytes: codes.layout.coarse_bytes(),
+            factors: codes.factors,
+            bounds: codes.sign_factors,
             sink,
             pending: [0; BATCH],
             len: 0,
         };
-        self.sign_blocks(layout, signs, sign_factors, slots, keep, &mut batch, kernels);
+        self.sign_blocks(codes.layout, codes.signs, codes.sign_factors, slots, keep, &mut batch, kernels);
         batch.flush();
     }
 
@@ -822,20 +824,11 @@ mod tests {
         let want: Vec<(usize, f32)> = coarse_all.iter().copied().filter(|&(s, _)| sign[s] >= threshold).collect();
         assert!(!want.is_empty() && want.len() < rows / 2, "{} let through", want.len());
         let mut fast = All(threshold, Vec::new());
-        query.sign_coarse_scan(layout, &signs, &sign_factors, &coarse, &factors, 0..rows, |_| true, &mut fast);
+        let codes = Codes { layout, signs: &signs, sign_factors: &sign_factors, coarse: &coarse, factors: &factors };
+        query.sign_coarse_scan(codes, 0..rows, |_| true, &mut fast);
         assert_eq!(fast.1, want);
         let mut portable = All(threshold, Vec::new());
-        query.sign_coarse_with(
-            layout,
-            &signs,
-            &sign_factors,
-            &coarse,
-            &factors,
-            0..rows,
-            |_| true,
-            &mut portable,
-            &Portable,
-        );
+        query.sign_coarse_with(codes, 0..rows, |_| true, &mut portable, &Portable);
         assert_eq!(portable.1, want);
         let within = (0..rows).filter(|&s| sign[s] >= cosine(&q, &vectors[s])).count();
         assert!(within * 100 >= rows * 95, "the bound held for {within} of {rows}");
