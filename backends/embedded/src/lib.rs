@@ -16,13 +16,15 @@
 //! next run rewrites what is missing.
 //!
 //! **Vector search reads compact codes in memory, then `f32` from SQLite.**
-//! At open, every vector is read once and kept only as codes: 2 bits and
-//! 8 bits per dimension (320 bytes per 256-d chunk: about 330 MB at a million
+//! At open, every vector is read once and kept only as codes: 1, 2 and
+//! 8 bits per dimension (352 bytes per 256-d chunk: about 370 MB at a million
 //! chunks, against 1 GB as `f32`). A query evaluates the filter once per
 //! *group* of rows sharing organization, repository, branch and the
-//! document's first line (all chunks of one file), scans the 2-bit codes of
-//! every row that passes with the CPU's SIMD, re-ranks the best few thousand
-//! by their 8-bit codes, and reads the `f32` vectors of the best few dozen
+//! document's first line (all chunks of one file), scans the sign bits of
+//! every row that passes with the CPU's SIMD (the 2-bit codes instead when
+//! fewer than 200,000 rows pass), re-ranks the few percent that could still
+//! make the cut by their 2-bit codes and the best few hundred by their 8-bit
+//! codes, and reads the `f32` vectors of the best few dozen
 //! from SQLite to compute their distances exactly (see `index.rs`). The
 //! filter is thus applied before ranking, with exactly the semantics of
 //! [`SearchFilter::matches`] (the path glob is
@@ -105,7 +107,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 pub use error::{EmbeddedError, OPEN_OPERATION, QUERY_OPERATION, READ_OPERATION, WRITE_OPERATION};
 pub use schema::SCHEMA_VERSION;
 
-use index::{ExactVectors, GroupKey, VectorIndex, source_line};
+use index::{ExactVectors, FirstStage, GroupKey, VectorIndex, source_line};
 
 /// The database file inside the store's folder.
 pub const DATABASE_FILE: &str = "store.sqlite3";
@@ -343,6 +345,20 @@ impl EmbeddedStore {
     pub fn search(&self, embedding: &[f32], filter: &SearchFilter, k: usize) -> Result<Vec<Candidate>, EmbeddedError> {
         let view = self.view()?;
         let hits = view.vector_hits(&self.inner.reader, embedding, filter, k)?;
+        view.fetch(&self.reader(), &hits)
+    }
+
+    /// [`EmbeddedStore::search`] as the index ran before it had sign codes:
+    /// the 2-bit codes of every passing row scanned (benches compare the two).
+    #[doc(hidden)]
+    pub fn search_without_signs(
+        &self,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        k: usize,
+    ) -> Result<Vec<Candidate>, EmbeddedError> {
+        let view = self.view()?;
+        let hits = view.vector_hits_from(&self.inner.reader, embedding, filter, k, FirstStage::Coarse)?;
         view.fetch(&self.reader(), &hits)
     }
 
@@ -840,6 +856,17 @@ impl View<'_> {
         filter: &SearchFilter,
         k: usize,
     ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
+        self.vector_hits_from(reader, embedding, filter, k, FirstStage::Signs)
+    }
+
+    fn vector_hits_from(
+        &self,
+        reader: &Mutex<Reader>,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        k: usize,
+        first: FirstStage,
+    ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
         let index = &self.index;
         match index.dim() {
             0 => Ok(Vec::new()),
@@ -848,7 +875,7 @@ impl View<'_> {
             }
             dim => {
                 let mut locked = None;
-                index.nearest(embedding, k, &index.mask(filter), |pk, out| {
+                index.nearest(embedding, k, &index.mask(filter), first, |pk, out| {
                     let reader = locked.get_or_insert_with(|| reader.lock().unwrap_or_else(PoisonError::into_inner));
                     read_vector(&reader.conn, pk, dim, out)
                 })
