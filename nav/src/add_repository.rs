@@ -373,12 +373,17 @@ pub async fn call(nav: Arc<NavService>, args: Args) -> ToolResult {
         }
         None => default_branch.clone().unwrap_or_else(|| "main".into()),
     };
-    // The records name the owner path on its host, as `index` of a checkout
-    // of the same URL does (the host goes in `source_host`), so source links
-    // of other hosts than GitHub point at the right place.
-    let (organization, repository) = match url.path.rsplit_once('/') {
+    // In the embedded store the records of another host than GitHub name the
+    // owner path and carry the host as `source_host`, as `index` of a checkout
+    // of the same URL writes them, so their source links follow the host. A
+    // Chroma record holds the reference's fields only, so there the host stays
+    // in the organization, where every reader of the collection finds it.
+    let source_host =
+        (!url.is_github() && !matches!(nav.source().index_target(), IndexTarget::Chroma(_))).then(|| url.host.clone());
+    let owner_path = if source_host.is_some() { &url.path } else { &name };
+    let (organization, repository) = match owner_path.rsplit_once('/') {
         Some((o, r)) => (o.to_owned(), r.to_owned()),
-        None => (url.path.clone(), url.path.clone()),
+        None => (owner_path.clone(), owner_path.clone()),
     };
     let namespace_id = rr_indexer::namespace_id(&organization, &repository, &index_branch);
     if let Some(r) = nav.catalogue().by_namespace(&namespace_id).map_err(|e| e.to_string())? {
@@ -399,7 +404,7 @@ pub async fn call(nav: Arc<NavService>, args: Args) -> ToolResult {
             managed: true,
         })
         .map_err(|e| e.to_string())?;
-    let job = Job { nav, id, url, addrs, branch, index_branch, organization, repository };
+    let job = Job { nav, id, url, addrs, branch, index_branch, organization, repository, source_host };
     tokio::spawn(async move {
         let (nav, id) = (job.nav.clone(), job.id);
         if let Err(e) = job.run().await {
@@ -419,6 +424,7 @@ struct Job {
     index_branch: String,
     organization: String,
     repository: String,
+    source_host: Option<String>,
 }
 
 impl Job {
@@ -469,7 +475,7 @@ impl Job {
                 repository: self.repository.clone(),
                 branch: self.index_branch.clone(),
                 commit_sha: sha.clone().unwrap_or_default(),
-                source_host: (!self.url.is_github()).then(|| self.url.host.clone()),
+                source_host: self.source_host.clone(),
             },
             options: rr_indexer::IndexOptions::default(),
             batch_size: 100,

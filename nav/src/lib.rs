@@ -23,7 +23,6 @@ pub mod find_patterns;
 pub mod get_file;
 pub mod limits;
 pub mod list_definitions;
-pub mod ratelimit;
 pub mod reassemble;
 pub mod repos;
 pub mod schema;

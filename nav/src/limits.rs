@@ -22,8 +22,6 @@
 //! | `description` | `add_repository` | [`MAX_DESCRIPTION_CHARS`] |
 //! | `uri` | `resources/read` | [`MAX_URL_CHARS`] |
 
-use std::borrow::Cow;
-
 use rr_core::ArgLimits;
 
 /// Characters of a `repository` argument: a name, `<host>/<path>` or a URL.
@@ -39,20 +37,11 @@ pub const MAX_URL_CHARS: usize = 2048;
 /// Characters of an `add_repository` description.
 pub const MAX_DESCRIPTION_CHARS: usize = 2000;
 
-/// Characters of an argument quoted back in an error message.
-pub const SHOWN_CHARS: usize = 100;
-
 /// The environment variable that sets the `search` query cap in bytes.
 pub const ENV_MAX_QUERY_BYTES: &str = "REPO_RETRIEVER_MAX_QUERY_BYTES";
 
-/// `text` as an error message may quote it: whole when short, else its
-/// first [`SHOWN_CHARS`] characters and `…`.
-pub fn shown(text: &str) -> Cow<'_, str> {
-    match text.char_indices().nth(SHOWN_CHARS) {
-        Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
-        None => Cow::Borrowed(text),
-    }
-}
+/// How an error message quotes an argument (cut after [`SHOWN_CHARS`]).
+pub use rr_mcp::{SHOWN_CHARS, shown};
 
 /// The `search` caps, with the query cap from `REPO_RETRIEVER_MAX_QUERY_BYTES`
 /// when it is set (a positive integer, in bytes).

@@ -166,9 +166,8 @@ impl NavService {
                     if ns.organization.is_empty() {
                         continue;
                     }
-                    let name = format!("{}/{}", ns.organization, ns.repository);
                     let metadata = self.source.metadata(&ns.namespace_id)?;
-                    let url = web_url(&ns.organization, &name, metadata.first());
+                    let (name, url) = listed(&ns.organization, &ns.repository, metadata.first());
                     self.catalogue()
                         .insert(&NewRepository {
                             namespace_id: ns.namespace_id.clone(),
@@ -326,23 +325,31 @@ pub static TOOLS: [ToolDef; 7] = [
     },
 ];
 
-/// The web address of a repository the catalogue meets in the store: on the
-/// host its records name (`source_host`, written for checkouts of other hosts
-/// than GitHub), none when they name no host (a folder with no remote), and
-/// otherwise GitHub's for an `owner/name` that looks like one.
-fn web_url(organization: &str, name: &str, first: Option<&rr_core::Metadata>) -> Option<String> {
+/// The name and web address of a repository the catalogue meets in the
+/// store. Records of another host than GitHub (`source_host`, written for
+/// checkouts of GitLab and other hosts, and by `add_repository`) are named
+/// `<host>/<owner>/<name>` as `add_repository` names them, with their host's
+/// address; records naming no host (a folder with no remote) get no address;
+/// others are `owner/name`, on GitHub when that looks like a GitHub name.
+fn listed(organization: &str, repository: &str, first: Option<&rr_core::Metadata>) -> (String, Option<String>) {
+    let name = format!("{organization}/{repository}");
     match first.and_then(|m| m.extra.get(rr_core::render::SOURCE_HOST)) {
         Some(serde_json::Value::String(host)) if !host.is_empty() && !host.contains(['/', '?', '#', '@']) => {
-            Some(format!("https://{}/{name}", host.to_ascii_lowercase()))
+            let host = host.to_ascii_lowercase();
+            (format!("{host}/{name}"), Some(format!("https://{host}/{name}")))
         }
-        Some(_) => None,
-        None => (organization != "local" && !organization.contains('.')).then(|| format!("https://github.com/{name}")),
+        Some(_) => (name, None),
+        None => {
+            let url =
+                (organization != "local" && !organization.contains('.')).then(|| format!("https://github.com/{name}"));
+            (name, url)
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::web_url;
+    use super::listed;
 
     fn hosted(host: serde_json::Value) -> rr_core::Metadata {
         let mut m = rr_core::Metadata::default();
@@ -350,20 +357,28 @@ mod tests {
         m
     }
 
+    fn owned(name: &str, url: Option<&str>) -> (String, Option<String>) {
+        (name.to_owned(), url.map(str::to_owned))
+    }
+
     #[test]
-    fn web_url_follows_the_records_host() {
+    fn listed_names_follow_the_records_host() {
         let gitlab = hosted("GitLab.com".into());
         assert_eq!(
-            web_url("group/sub", "group/sub/tool", Some(&gitlab)).as_deref(),
-            Some("https://gitlab.com/group/sub/tool")
+            listed("group/sub", "tool", Some(&gitlab)),
+            owned("gitlab.com/group/sub/tool", Some("https://gitlab.com/group/sub/tool"))
         );
-        assert_eq!(web_url("octo", "octo/demo", Some(&hosted("".into()))), None, "a folder with no remote");
-        assert_eq!(web_url("octo", "octo/demo", Some(&hosted(serde_json::json!(3)))), None);
-        assert_eq!(web_url("octo", "octo/demo", Some(&hosted("evil.example/x".into()))), None);
+        assert_eq!(
+            listed("octo", "demo", Some(&hosted("".into()))),
+            owned("octo/demo", None),
+            "a folder with no remote"
+        );
+        assert_eq!(listed("octo", "demo", Some(&hosted(serde_json::json!(3)))), owned("octo/demo", None));
+        assert_eq!(listed("octo", "demo", Some(&hosted("evil.example/x".into()))), owned("octo/demo", None));
         let plain = rr_core::Metadata::default();
-        assert_eq!(web_url("octo", "octo/demo", Some(&plain)).as_deref(), Some("https://github.com/octo/demo"));
-        assert_eq!(web_url("octo", "octo/demo", None).as_deref(), Some("https://github.com/octo/demo"));
-        assert_eq!(web_url("local", "local/demo", None), None);
-        assert_eq!(web_url("gitlab.com/group", "gitlab.com/group/x", None), None);
+        assert_eq!(listed("octo", "demo", Some(&plain)), owned("octo/demo", Some("https://github.com/octo/demo")));
+        assert_eq!(listed("octo", "demo", None), owned("octo/demo", Some("https://github.com/octo/demo")));
+        assert_eq!(listed("local", "demo", None), owned("local/demo", None));
+        assert_eq!(listed("gitlab.com/group", "x", None), owned("gitlab.com/group/x", None));
     }
 }

@@ -16,6 +16,11 @@
 //! - `http, pooled client`: one server with `--http 127.0.0.1:<port>`, stateless POST `/mcp`, `c`
 //!   tasks sharing one pooled reqwest client.
 //!
+//! With `RR_BASELINE_BIN=<another build of repo-retriever>` (for instance the release binary of
+//! `main`), the three server rows are also run against that binary at every level, right after
+//! the rows of this build and against the same floor, marked `(baseline)`: two builds compared
+//! side by side in one run, on the same Chroma, embed server and load.
+//!
 //! An error is a transport failure, a non-200 status, a JSON-RPC error or an `isError` result.
 //! Each row runs a warm-up at its concurrency first, then [`CALLS_PER_ROW`] timed calls, cycling
 //! through [`QUERIES`]. Nothing is asserted: the bench prints a Markdown table and a summary line.
@@ -36,6 +41,7 @@
 mod support;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -115,16 +121,15 @@ async fn run(timed: bool) {
     // Every server is up before anything is timed; the rows of one concurrency level run back to
     // back, so each is compared with a floor measured moments before it.
     let max_clients = if timed { CONCURRENCY.into_iter().max().unwrap_or(1) } else { 1 };
-    let mut stdio_servers = Vec::new();
-    for _ in 0..max_clients {
-        stdio_servers.push(StdioServer::spawn(&fixture).await);
+    let mut builds = vec![Build::spawn("", &support::server_bin(), &fixture, max_clients).await];
+    if let Some(baseline) = std::env::var_os("RR_BASELINE_BIN").filter(|v| !v.is_empty()) {
+        builds.push(Build::spawn(" (baseline)", Path::new(&baseline), &fixture, max_clients).await);
     }
-    let mut http_server = HttpServer::spawn(&fixture).await;
     let floor = Subject::new("floor: embed + Chroma query", Target::Floor(Floor::new(&fixture)), Vec::new());
-    let pipelined = Subject::stdio("stdio, 1 process, pipelined", &stdio_servers[..1]);
-    let http = Subject::new("http, pooled client", Target::Http(HttpClient::new(&http_server.url)), http_server.pid());
-    for subject in [&floor, &pipelined, &http] {
-        sanity_check(subject).await;
+    sanity_check(&floor).await;
+    for build in &builds {
+        sanity_check(&build.pipelined).await;
+        sanity_check(&build.http).await;
     }
 
     let embed_pids = embed.pids();
@@ -132,18 +137,20 @@ async fn run(timed: bool) {
     let mut rows = Vec::new();
     for &c in levels {
         rows.push(measure(&floor, c, &embed_pids).await);
-        rows.push(measure(&pipelined, c, &embed_pids).await);
-        if c > 1 {
-            let per_client = Subject::stdio(&format!("stdio, {c} processes"), &stdio_servers[..c]);
-            rows.push(measure(&per_client, c, &embed_pids).await);
+        for build in &builds {
+            rows.push(measure(&build.pipelined, c, &embed_pids).await);
+            if c > 1 {
+                let name = format!("stdio, {c} processes{}", build.label);
+                let per_client = Subject::stdio(&name, &build.stdio_servers[..c]);
+                rows.push(measure(&per_client, c, &embed_pids).await);
+            }
+            rows.push(measure(&build.http, c, &embed_pids).await);
         }
-        rows.push(measure(&http, c, &embed_pids).await);
     }
 
-    for server in &mut stdio_servers {
-        let _ = server.child.kill().await;
+    for build in &mut builds {
+        build.stop().await;
     }
-    let _ = http_server.child.kill().await;
     support::delete_collection(&fixture.chroma_url, COLLECTION).await;
     embed.stop().await;
 
@@ -153,6 +160,40 @@ async fn run(timed: bool) {
         println!(
             "search bench: every path answered (untimed; `cargo bench -p repo-retriever --bench search` times them)"
         );
+    }
+}
+
+/// The servers of one build: `max_clients` stdio processes and one HTTP server, and the rows'
+/// subjects over them.
+struct Build {
+    label: &'static str,
+    stdio_servers: Vec<StdioServer>,
+    http_server: HttpServer,
+    pipelined: Subject,
+    http: Subject,
+}
+
+impl Build {
+    async fn spawn(label: &'static str, bin: &Path, fixture: &support::Fixture, max_clients: usize) -> Build {
+        let mut stdio_servers = Vec::new();
+        for _ in 0..max_clients {
+            stdio_servers.push(StdioServer::spawn(fixture, bin).await);
+        }
+        let http_server = HttpServer::spawn(fixture, bin).await;
+        let pipelined = Subject::stdio(&format!("stdio, 1 process, pipelined{label}"), &stdio_servers[..1]);
+        let http = Subject::new(
+            &format!("http, pooled client{label}"),
+            Target::Http(HttpClient::new(&http_server.url)),
+            http_server.pid(),
+        );
+        Build { label, stdio_servers, http_server, pipelined, http }
+    }
+
+    async fn stop(&mut self) {
+        for server in &mut self.stdio_servers {
+            let _ = server.child.kill().await;
+        }
+        let _ = self.http_server.child.kill().await;
     }
 }
 
@@ -381,8 +422,8 @@ impl StdioClient {
 
 /// The release binary with the four flags that point it at the fixture, and nothing else: the
 /// `CHROMA_REPO_SEARCH_*` and `MCP_CHROMADB_REPO_SEARCH_*` variables of this shell are removed.
-fn server_command(fixture: &support::Fixture) -> Command {
-    let mut command = Command::new(support::server_bin());
+fn server_command(fixture: &support::Fixture, bin: &Path) -> Command {
+    let mut command = Command::new(bin);
     command.args(["--server-url", &fixture.chroma_url, "--collection-name", &fixture.collection]);
     command.args(["--embedding-api-url", &fixture.embed_url, "--embedding-model", support::EMBED_MODEL]);
     for (key, _) in std::env::vars_os() {
@@ -402,10 +443,8 @@ struct StdioServer {
 }
 
 impl StdioServer {
-    async fn spawn(fixture: &support::Fixture) -> Self {
-        let mut child = server_command(fixture)
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", support::server_bin().display()));
+    async fn spawn(fixture: &support::Fixture, bin: &Path) -> Self {
+        let mut child = server_command(fixture, bin).spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
         let mut stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
 
@@ -450,13 +489,13 @@ struct HttpServer {
 }
 
 impl HttpServer {
-    async fn spawn(fixture: &support::Fixture) -> Self {
+    async fn spawn(fixture: &support::Fixture, bin: &Path) -> Self {
         let addr = format!("127.0.0.1:{}", support::free_port());
-        let mut child = server_command(fixture)
+        let mut child = server_command(fixture, bin)
             .args(["--http", &addr])
             .stdin(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", support::server_bin().display()));
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
         let mut log = child.stdout.take().expect("piped stdout");
         tokio::spawn(async move { tokio::io::copy(&mut log, &mut tokio::io::sink()).await });
         let deadline = Instant::now() + Duration::from_secs(30);

@@ -277,7 +277,7 @@ pub struct ServeCmd {
     #[arg(long, value_parser = ["search", "all"], default_value = "all")]
     pub tools: String,
     /// Tool calls per minute per client address over HTTP (0: unlimited).
-    #[arg(long, default_value_t = crate::nav::ratelimit::DEFAULT_PER_MINUTE)]
+    #[arg(long, default_value_t = rr_mcp::ratelimit::DEFAULT_PER_MINUTE)]
     pub rate_limit: u32,
     /// Largest `search` query in bytes (default 4 MiB, the HTTP body cap).
     #[arg(long, env = crate::limits::ENV_MAX_QUERY_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
@@ -430,7 +430,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 .map_err(|e| e.to_string())?;
             let ctx = rr_core::CallContext::default();
             let limits = rr_core::ArgLimits::default();
-            let outcome = crate::tool::call_with(&engine, search, &ctx, &limits, crate::tool::ErrorText::Summary).await;
+            let outcome = rr_mcp::search::call_with(&engine, search, &ctx, &limits, rr_mcp::ErrorText::Summary).await;
             let (text, is_error) = (outcome.text, outcome.is_error);
             if is_error {
                 eprintln!("{text}");
@@ -481,9 +481,10 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             if let Some(max) = args.max_query_bytes {
                 limits.max_query_bytes = usize::try_from(max).unwrap_or(usize::MAX);
             }
-            let mut service = crate::protocol::McpService::new(engine, crate::app::NAME, crate::app::version_line())
-                .with_limits(limits)
-                .with_error_text(crate::tool::ErrorText::Summary);
+            let mut server = rr_mcp::McpServer::builder(engine, crate::app::NAME, crate::app::version_line())
+                .limits(limits)
+                .error_text(rr_mcp::ErrorText::Summary);
+            let mut options = rr_mcp::http::HttpOptions::default();
             if args.tools == "all" {
                 let mut config = crate::nav::NavConfig::default();
                 config.allow_loopback_git |= args.allow_loopback_git;
@@ -494,18 +495,16 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                     }
                     None => crate::nav::NavService::open_dir(&args.store.dir(), config)?,
                 };
-                service = service.with_navigation(nav);
-                if args.http.is_some() {
-                    service = service.with_rate_limit(args.rate_limit);
-                }
+                server = server.navigation(std::sync::Arc::new(crate::mcp_nav::NavTools(nav)));
+                options.rate_limit = Some(args.rate_limit);
             }
-            let service = std::sync::Arc::new(service);
+            let server = server.build();
             match args.http {
-                None => crate::stdio::serve(service).await.map_err(|e| format!("stdio MCP server terminated: {e}"))?,
+                None => rr_mcp::stdio::serve(server).await.map_err(|e| format!("stdio MCP server terminated: {e}"))?,
                 Some(addr) => {
                     let listener =
-                        crate::http::bind(&addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
-                    crate::http::serve(listener, service)
+                        rr_mcp::http::bind(&addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
+                    rr_mcp::http::serve(listener, server, options)
                         .await
                         .map_err(|e| format!("Streamable HTTP server error: {e}"))?
                 }

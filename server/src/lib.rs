@@ -1,19 +1,15 @@
 //! The repo-retriever MCP server.
 //!
 //! Started with the flags, environment and YAML of `mcp-chromadb-repo-search`
-//! it answers exactly as that server does; the modules split the work the way
-//! a request flows: configuration, the MCP tool, the two transports and the
-//! byte-level wire encoding they share.
+//! it answers exactly as that server does. The MCP surface (tools, stdio and
+//! Streamable HTTP) is the `rr-mcp` crate; this crate is the command line,
+//! the configuration and the wiring of engines and navigation into it.
 
 pub mod app;
 pub mod cli;
 pub mod config;
-pub mod http;
 pub mod index_config;
-pub mod protocol;
-pub mod stdio;
-pub mod tool;
-pub mod wire;
+pub mod mcp_nav;
 
 // The libraries the binary wires together, under the paths its modules and
 // tests name them by.

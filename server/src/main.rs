@@ -3,11 +3,10 @@
 //! `mcp-chromadb-repo-search`, the same MCP `search` tool as that server.
 
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use repo_retriever::config::{self, Invocation};
-use repo_retriever::protocol::McpService;
-use repo_retriever::{app, cli, http, limits, stdio};
+use repo_retriever::{app, cli, limits};
+use rr_mcp::{McpServer, http, stdio};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -58,12 +57,14 @@ fn main() -> ExitCode {
 async fn run(config: config::Config) -> Result<(), String> {
     let engine = app::build_engine(&config)?;
     let limits = limits::search_limits(&|name| std::env::var(name).ok())?;
-    let service = Arc::new(McpService::new(engine, app::NAME, app::version_line()).with_limits(limits));
+    let server = McpServer::builder(engine, app::NAME, app::version_line()).limits(limits).build();
     if config.http_addr.is_empty() {
-        return stdio::serve(service).await.map_err(|e| format!("stdio MCP server terminated: {e}"));
+        return stdio::serve(server).await.map_err(|e| format!("stdio MCP server terminated: {e}"));
     }
     let listener = http::bind(&config.http_addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
-    http::serve(listener, service).await.map_err(|e| format!("Streamable HTTP server error: {e}"))
+    http::serve(listener, server, http::HttpOptions::default())
+        .await
+        .map_err(|e| format!("Streamable HTTP server error: {e}"))
 }
 
 fn runtime() -> Option<tokio::runtime::Runtime> {

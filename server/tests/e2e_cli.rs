@@ -273,8 +273,8 @@ async fn issue2_eof_on_stdin_exits_0_with_nothing_on_stdout() {
     let lines: Vec<String> = stdout(&out).lines().map(String::from).collect();
     assert_eq!(lines.len(), 2, "{lines:#?}");
     assert_eq!(
-        lines[1],
-        r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"query must be non-empty"}],"isError":true}}"#
+        serde_json::from_str::<serde_json::Value>(&lines[1]).unwrap(),
+        json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "query must be non-empty"}], "isError": true}})
     );
     assert!(stdout(&out).ends_with('\n'));
     assert_eq!(stderr(&out), "");

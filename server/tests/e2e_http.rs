@@ -56,26 +56,26 @@ fn assert_plain_error(status: u16, headers: &reqwest::header::HeaderMap, body: &
     assert_eq!(header(headers, "x-content-type-options"), Some("nosniff"));
 }
 
+/// Stateless Streamable HTTP with JSON responses (rmcp's service): one JSON-RPC response per
+/// POST, equal as parsed JSON to what stdio answers.
 #[tokio::test]
-async fn issue2_search_over_http_is_one_sse_event_with_the_stdio_bytes() {
+async fn issue2_search_over_http_is_one_json_response_equal_to_stdio() {
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search", "arguments": {
         "query": "where is the configuration loaded and validated", "path": "**/*.go", "limit": 3}}});
 
-    // The same call over stdio gives the reference frame.
+    // The same call over stdio.
     let mut stdio = Server::fixture().stdio().await;
     stdio.initialize().await;
     stdio.send(&call).await;
-    stdio.wait_response(&json!(7)).await;
-    let frame = stdio.stdout_lines().into_iter().find(|l| l.starts_with("{\"jsonrpc\":\"2.0\",\"id\":7,")).unwrap();
+    let frame = stdio.wait_response(&json!(7)).await;
     assert!(stdio.close().await.success());
 
     // Over HTTP: no initialize, no session.
     let h = Server::fixture().http().await;
     let (status, headers, body) = post_raw(&h.url(), &MCP_HEADERS, &call.to_string()).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body, format!("event: message\ndata: {frame}\n\n"));
-    assert_eq!(header(&headers, "content-type"), Some("text/event-stream"));
-    assert_eq!(header(&headers, "cache-control"), Some("no-cache, no-transform"));
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), frame);
+    assert_eq!(header(&headers, "content-type"), Some("application/json"));
     assert_eq!(header(&headers, "mcp-session-id"), None, "stateless: no session id");
 
     // And the answer is what the contract makes of Chroma's own answer.
@@ -91,11 +91,15 @@ async fn issue2_search_over_http_is_one_sse_event_with_the_stdio_bytes() {
     )
     .await;
     let expected = contract_select(&raw_candidates(&raw), 3);
-    let messages = support::parse_mcp_body("text/event-stream", &body);
+    let messages = support::parse_mcp_body("application/json", &body);
     assert_eq!(messages.len(), 1);
     let text = tool_text(&messages[0]["result"]);
     assert!(text.starts_with(&found_line(3)));
     assert_eq!(shown_results(text), expected.shown());
+}
+
+fn v(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
 }
 
 #[tokio::test]
@@ -107,39 +111,37 @@ async fn issue2_initialize_tools_list_and_ping_over_http() {
         .await;
     assert_eq!(init.status, 200);
     assert_eq!(
-        init.body,
-        format!(
-            "event: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{\"capabilities\":{{\"logging\":{{}},\"tools\":{{\"listChanged\":true}}}},\"protocolVersion\":\"2025-06-18\",\"serverInfo\":{{\"name\":\"repo-retriever\",\"version\":\"{}\"}}}}}}\n\n",
-            support::expected_version_line()
-        )
+        v(&init.body),
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"capabilities": {"logging": {}, "tools": {"listChanged": true}},
+            "protocolVersion": "2025-06-18", "serverInfo": {"name": "repo-retriever", "version": support::expected_version_line()}}})
     );
     let list = h.post(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {}})).await;
     assert_eq!(list.status, 200);
-    assert!(list.body.starts_with("event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":\"list\",\"result\":{\"ttlMs\":0,\"cacheScope\":\"public\",\"tools\":[{\"annotations\":"), "{}", list.body);
-    assert!(
-        list.body.ends_with(",\"name\":\"search\",\"title\":\"Search Repository Content\"}]}}\n\n"),
-        "{}",
-        list.body
+    assert_eq!(
+        v(&list.body),
+        json!({"jsonrpc": "2.0", "id": "list", "result": {"ttlMs": 0, "cacheScope": "public", "tools": [rr_mcp::search::definition()]}})
     );
     let ping = h.post(&json!({"jsonrpc": "2.0", "id": 3, "method": "ping"})).await;
-    assert_eq!(ping.body, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}\n\n");
-    // A JSON-RPC error (unknown tool) is still a 200 SSE event.
+    assert_eq!(v(&ping.body), json!({"jsonrpc": "2.0", "id": 3, "result": {}}));
+    // A JSON-RPC error (unknown tool) is a 200 response.
     let unknown = h
         .post(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "nope", "arguments": {}}}))
         .await;
     assert_eq!(unknown.status, 200);
     assert_eq!(
-        unknown.body,
-        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":-32602,\"message\":\"unknown tool \\\"nope\\\"\"}}\n\n"
+        v(&unknown.body),
+        json!({"jsonrpc": "2.0", "id": 4, "error": {"code": -32602, "message": "unknown tool \"nope\""}})
     );
     // A validation failure is a 200 tool error.
     let bad = h.post(&json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "search", "arguments": {"query": "q", "limit": 21}}})).await;
     assert_eq!(
-        bad.body,
-        "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"limit must be between 1 and 20\"}],\"isError\":true}}\n\n"
+        v(&bad.body),
+        json!({"jsonrpc": "2.0", "id": 5, "result": {"content": [{"type": "text", "text": "limit must be between 1 and 20"}], "isError": true}})
     );
 }
 
+/// The HTTP-level answers: rmcp's status codes for the transport's rules (their texts are
+/// rmcp's, CONTRACT §6), ours for the Host guard, the body rules and every other path.
 #[tokio::test]
 async fn issue2_http_status_codes_and_plain_text_bodies() {
     let mut h = Server::fixture().http().await;
@@ -160,17 +162,19 @@ async fn issue2_http_status_codes_and_plain_text_bodies() {
             .unwrap();
         let (status, headers) = (resp.status().as_u16(), resp.headers().clone());
         let body = resp.text().await.unwrap();
-        assert_plain_error(status, &headers, &body, (405, "Method Not Allowed"));
+        assert_eq!((status, body.as_str()), (405, "Method Not Allowed"), "{method}");
         assert_eq!(header(&headers, "allow"), Some("POST"), "{method}");
     }
 
-    // Content type.
-    let (s, hd, b) =
-        post_raw(&url, &[("Content-Type", "text/plain"), ("Accept", "application/json, text/event-stream")], &ping)
-            .await;
-    assert_plain_error(s, &hd, &b, (415, "Content-Type must be 'application/json'"));
-    let (s, hd, b) = post_raw(&url, &[("Accept", "application/json, text/event-stream")], &ping).await;
-    assert_plain_error(s, &hd, &b, (415, "Content-Type must be 'application/json'"));
+    // Content type: 415.
+    for headers in [
+        &[("Content-Type", "text/plain"), ("Accept", "application/json, text/event-stream")][..],
+        &[("Accept", "application/json, text/event-stream")],
+    ] {
+        let (s, _, b) = post_raw(&url, headers, &ping).await;
+        assert_eq!(s, 415, "{headers:?}");
+        assert!(b.contains("Content-Type must be application/json"), "{b}");
+    }
     // Parameters are allowed.
     let (s, _, b) = post_raw(
         &url,
@@ -178,13 +182,13 @@ async fn issue2_http_status_codes_and_plain_text_bodies() {
         &ping,
     )
     .await;
-    assert_eq!((s, b.as_str()), (200, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"));
+    assert_eq!((s, v(&b)), (200, json!({"jsonrpc": "2.0", "id": 1, "result": {}})));
 
-    // Accept must name both JSON and SSE.
-    let accept_error = (400, "Accept must contain both 'application/json' and 'text/event-stream'");
+    // Accept must name both JSON and SSE: 406.
     for accept in ["application/json", "text/event-stream", "text/html", "application/json, text/html"] {
-        let (s, hd, b) = post_raw(&url, &[("Content-Type", "application/json"), ("Accept", accept)], &ping).await;
-        assert_plain_error(s, &hd, &b, accept_error);
+        let (s, _, b) = post_raw(&url, &[("Content-Type", "application/json"), ("Accept", accept)], &ping).await;
+        assert_eq!(s, 406, "Accept: {accept}");
+        assert!(b.contains("must accept both application/json and text/event-stream"), "{b}");
     }
     // No Accept header at all (reqwest would add `*/*`, so this one is written by hand).
     let addr = h.base_url().trim_start_matches("http://").to_string();
@@ -196,40 +200,45 @@ async fn issue2_http_status_codes_and_plain_text_bodies() {
         ),
     )
     .await;
-    assert!(reply.starts_with("HTTP/1.1 400 "), "{reply}");
-    assert!(
-        reply.ends_with("\r\n\r\nAccept must contain both 'application/json' and 'text/event-stream'\n"),
-        "{reply}"
-    );
-    for accept in ["*/*", "application/*, text/*", "text/event-stream;q=0.5, application/json;q=0.9"] {
-        let (s, _, _) = post_raw(&url, &[("Content-Type", "application/json"), ("Accept", accept)], &ping).await;
-        assert_eq!(s, 200, "Accept: {accept}");
-    }
+    assert!(reply.starts_with("HTTP/1.1 406 "), "{reply}");
+    let (s, _, _) = post_raw(
+        &url,
+        &[("Content-Type", "application/json"), ("Accept", "text/event-stream;q=0.5, application/json;q=0.9")],
+        &ping,
+    )
+    .await;
+    assert_eq!(s, 200);
 
     // Bodies.
     let (s, hd, b) = post_raw(&url, &MCP_HEADERS, "").await;
     assert_plain_error(s, &hd, &b, (400, "POST requires a non-empty body"));
+    // Issue 10: a body that is not JSON-RPC gets a JSON-RPC error, with the id when it can be read.
     let (s, hd, b) = post_raw(&url, &MCP_HEADERS, "{not json").await;
-    assert_eq!(s, 400);
-    assert!(b.starts_with("malformed payload: ") && b.ends_with('\n'), "{b}");
-    assert_eq!(header(&hd, "content-type"), Some("text/plain; charset=utf-8"));
-    let (s, hd, b) =
+    assert_eq!((s, header(&hd, "content-type")), (400, Some("application/json")));
+    assert_eq!((v(&b)["id"].clone(), v(&b)["error"]["code"].clone()), (Value::Null, json!(-32700)), "{b}");
+    let (s, _, b) = post_raw(&url, &MCP_HEADERS, r#"{"jsonrpc":"2.0","id":8,"method":7}"#).await;
+    assert_eq!((s, v(&b)["id"].clone(), v(&b)["error"]["code"].clone()), (400, json!(8), json!(-32600)), "{b}");
+    let (s, _, b) =
         post_raw(&url, &MCP_HEADERS, &json!({"jsonrpc": "2.0", "id": 1, "method": "foo/bar"}).to_string()).await;
-    assert_plain_error(s, &hd, &b, (400, "JSON RPC not handled: \"foo/bar\" unsupported"));
+    assert_eq!(
+        (s, v(&b)),
+        (
+            200,
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32601, "message": "method not found: \"foo/bar\""}})
+        )
+    );
+    // Ids beyond 64 bits come back as they were sent.
+    let (s, _, b) =
+        post_raw(&url, &MCP_HEADERS, r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#).await;
+    assert_eq!(s, 200);
+    assert!(b.contains(r#""id":123456789012345678901234567890"#), "{b}");
 
-    // Protocol version header.
+    // Protocol version header: 400.
     let mut headers = MCP_HEADERS.to_vec();
     headers.push(("Mcp-Protocol-Version", "1999-01-01"));
-    let (s, hd, b) = post_raw(&url, &headers, &ping).await;
-    assert_plain_error(
-        s,
-        &hd,
-        &b,
-        (
-            400,
-            "Bad Request: Unsupported protocol version (supported versions: 2026-07-28,2025-11-25,2025-06-18,2025-03-26,2024-11-05)",
-        ),
-    );
+    let (s, _, b) = post_raw(&url, &headers, &ping).await;
+    assert_eq!(s, 400, "{b}");
+    assert!(b.contains("1999-01-01"), "{b}");
 
     // DNS-rebinding guard on a loopback listener: a foreign Host is refused, loopback names pass.
     let mut headers = MCP_HEADERS.to_vec();
@@ -426,7 +435,7 @@ async fn issue2_one_json_log_line_per_request_with_fields_in_order() {
         "arguments": {"query": "  retry with exponential backoff  ", "path": " docs/* "}}});
     let (status, _, body) = post_raw(&url, &MCP_HEADERS, &call.to_string()).await;
     assert_eq!(status, 200);
-    let result = support::parse_mcp_body("text/event-stream", &body).remove(0)["result"].clone();
+    let result = support::parse_mcp_body("application/json", &body).remove(0)["result"].clone();
     let text = tool_text(&result).to_string();
     let n_results = shown_results(&text).len();
     let logs = h.wait_logs(next(&mut expected_lines)).await;
@@ -500,7 +509,7 @@ async fn issue2_backend_failure_is_logged_as_error_without_the_backend_text() {
         "arguments": {"query": "configuration", "limit": 2}}});
     let (status, _, body) = post_raw(&h.url(), &MCP_HEADERS, &call.to_string()).await;
     assert_eq!(status, 200);
-    let result = support::parse_mcp_body("text/event-stream", &body).remove(0)["result"].clone();
+    let result = support::parse_mcp_body("application/json", &body).remove(0)["result"].clone();
     assert!(is_error(&result));
     let text = tool_text(&result).to_string();
     assert_eq!(

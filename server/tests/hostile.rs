@@ -254,14 +254,19 @@ async fn issue12_every_argument_cap_over_stdio() {
     // A frame over the stdio cap is skipped as it streams by; the session goes on.
     tally.tried += 1;
     tally.refused += 1;
-    s.send_line(&big(repo_retriever::stdio::MAX_FRAME_BYTES + 1)).await;
+    s.send_line(&big(rr_mcp::stdio::MAX_FRAME_BYTES + 1)).await;
     let pong = s.request("ping", json!({})).await;
     assert_eq!(pong["result"], json!({}));
-    let refusal = format!(
-        r#"{{"jsonrpc":"2.0","error":{{"code":-32700,"message":"request too large: a frame may be at most {} bytes"}}}}"#,
-        repo_retriever::stdio::MAX_FRAME_BYTES
+    let refusal = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!(
+        "request too large: a frame may be at most {} bytes",
+        rr_mcp::stdio::MAX_FRAME_BYTES
+    )}});
+    let lines = s.stdout_lines();
+    assert!(
+        lines.iter().any(|l| serde_json::from_str::<Value>(l).ok().as_ref() == Some(&refusal)),
+        "{:?}",
+        lines.last()
     );
-    assert!(s.stdout_lines().contains(&refusal), "{:?}", s.stdout_lines().last());
     tally.print("argument caps");
 
     let rss_end = proc_status_kb(pid, "VmRSS:");

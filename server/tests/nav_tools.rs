@@ -1,15 +1,16 @@
 //! Issue #5: the navigation tools on the fixture corpus indexed into a
 //! temporary embedded store, every error message of seed 003, the
 //! resources, add_repository against a loopback git server (with the test
-//! setting on) and its refusals (with it off), and the rate limit.
+//! setting on) and its refusals (with it off). (The rate limit is an HTTP layer: rr-mcp's tests.)
 
 mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use repo_retriever::mcp_nav::NavTools;
 use repo_retriever::nav::{NavConfig, NavService};
-use repo_retriever::protocol::{Id, McpService, Session};
+use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
 use support::nav::{ALL_TOOLS, COMMIT, corpus, err, index, off, ok};
 
@@ -345,31 +346,31 @@ async fn issue5_pathological_regex_returns_within_the_budget_and_lists_the_file(
     assert_eq!(r["matches"][0]["file_path"], "small.txt");
 }
 
+fn server_for(nav: &Arc<NavService>, with_navigation: bool) -> rr_mcp::McpServer {
+    let engine = repo_retriever::local::engine(nav.dir().unwrap()).unwrap();
+    let server = rr_mcp::McpServer::builder(engine, "repo-retriever", "test");
+    if with_navigation { server.navigation(Arc::new(NavTools(nav.clone()))).build() } else { server.build() }
+}
+
+fn read_params(uri: &str) -> ReadResourceRequestParams {
+    ReadResourceRequestParams::new(uri)
+}
+
 #[tokio::test]
 async fn issue5_resources() {
     let (_dir, nav) = fixture(off()).await;
-    let engine = repo_retriever::local::engine(nav.dir().unwrap()).unwrap();
-    let service = McpService::new(engine, "repo-retriever", "test").with_navigation(nav.clone());
-    let call = |method: &'static str, params: Value| {
-        let service = &service;
-        async move {
-            let mut session = Session::stateless();
-            let reply =
-                service.handle_request(&mut session, &Id::Int(1), method, Some(&params), &Default::default()).await;
-            serde_json::from_str::<Value>(&reply.frame).unwrap()
-        }
-    };
-    let list = call("resources/list", json!({})).await;
-    assert_eq!(list["result"]["resources"][0]["uri"], "repo-retriever://repositories");
-    assert_eq!(list["result"]["resources"][0]["name"], "Repositories");
-    let t = call("resources/templates/list", json!({})).await;
-    assert_eq!(t["result"]["resourceTemplates"][0]["uriTemplate"], "repo-retriever://repositories/{id}/files");
-    let r = call("resources/read", json!({"uri": "repo-retriever://repositories"})).await;
-    let text: Value = serde_json::from_str(r["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    let client = support::in_process(server_for(&nav, true)).await;
+    let list = json!(client.list_resources(None).await.unwrap());
+    assert_eq!(list["resources"][0]["uri"], "repo-retriever://repositories");
+    assert_eq!(list["resources"][0]["name"], "Repositories");
+    let t = json!(client.list_resource_templates(None).await.unwrap());
+    assert_eq!(t["resourceTemplates"][0]["uriTemplate"], "repo-retriever://repositories/{id}/files");
+    let r = json!(client.read_resource(read_params("repo-retriever://repositories")).await.unwrap());
+    let text: Value = serde_json::from_str(r["contents"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(text["repositories"][0]["name"], "acme/widgets");
-    let r = call("resources/read", json!({"uri": "repo-retriever://repositories/1/files"})).await;
-    assert_eq!(r["result"]["contents"][0]["mimeType"], "application/json");
-    let text: Value = serde_json::from_str(r["result"]["contents"][0]["text"].as_str().unwrap()).unwrap();
+    let r = json!(client.read_resource(read_params("repo-retriever://repositories/1/files")).await.unwrap());
+    assert_eq!(r["contents"][0]["mimeType"], "application/json");
+    let text: Value = serde_json::from_str(r["contents"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(text["total_files"], 16);
     assert_eq!(text["truncated"], false);
     assert_eq!(text["files"][0], json!({"file_path": "CHANGELOG.md", "language": "markdown", "line_count": 361}));
@@ -385,67 +386,38 @@ async fn issue5_resources() {
             "Resource or repository not found: Repository 9223372036854775808 not found",
         ),
     ] {
-        let r = call("resources/read", json!({"uri": uri})).await;
-        assert_eq!(r["error"]["message"], message, "{uri}");
-        assert_eq!(r["error"]["code"], -32002);
+        let e = support::rpc_error(client.read_resource(read_params(uri)).await.unwrap_err());
+        assert_eq!(e.message, message, "{uri}");
+        assert_eq!(e.code.0, -32002);
     }
     // The extended tools/list: search first, then the seven, every schema closed.
-    let tools = call("tools/list", json!({})).await;
-    let tools = tools["result"]["tools"].as_array().unwrap();
-    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    let tools = client.list_tools(None).await.unwrap().tools;
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, ALL_TOOLS);
-    assert!(tools.iter().all(|t| t["inputSchema"]["additionalProperties"] == json!(false)));
+    assert!(tools.iter().all(|t| t.input_schema.get("additionalProperties") == Some(&json!(false))));
     // A tool call goes through the protocol as a JSON text result.
-    let r = call("tools/call", json!({"name": "list_repositories", "arguments": {"x": 1}})).await;
-    assert_eq!(r["result"]["isError"], true);
+    let call =
+        CallToolRequestParams::new("list_repositories").with_arguments(json!({"x": 1}).as_object().unwrap().clone());
+    let r = json!(client.call_tool(call).await.unwrap());
+    assert_eq!(r["isError"], true);
     assert_eq!(
-        r["result"]["content"][0]["text"],
+        r["content"][0]["text"],
         "Invalid arguments for 'list_repositories': unexpected argument 'x' (additional properties are not allowed)"
     );
+    client.cancel().await.unwrap();
 }
 
 #[tokio::test]
 async fn issue5_search_only_service_is_unchanged() {
     let (_dir, nav) = fixture(off()).await;
-    let engine = repo_retriever::local::engine(nav.dir().unwrap()).unwrap();
-    let plain = McpService::new(engine, "repo-retriever", "test");
-    let mut session = Session::stateless();
-    let reply = plain.handle_request(&mut session, &Id::Int(2), "tools/list", None, &Default::default()).await;
-    assert_eq!(
-        reply.frame,
-        repo_retriever::protocol::result_frame(&Id::Int(2), &repo_retriever::protocol::tools_list_result())
-    );
+    let client = support::in_process(server_for(&nav, false)).await;
+    let tools = client.list_tools(None).await.unwrap().tools;
+    assert_eq!(json!(tools), json!([rr_mcp::search::definition()]));
     // Issue 10: without navigation there is nothing to list, and the lists are empty.
-    let reply = plain.handle_request(&mut session, &Id::Int(3), "resources/list", None, &Default::default()).await;
-    assert_eq!(reply.frame, r#"{"jsonrpc":"2.0","id":3,"result":{"resources":[]}}"#);
-    let reply = plain.handle_request(&mut session, &Id::Int(4), "resources/read", None, &Default::default()).await;
-    assert_eq!(
-        reply.frame,
-        r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32601,"message":"method not found: \"resources/read\""}}"#
-    );
-    assert!(!plain.knows_method("resources/read"));
-    assert!(plain.knows_method("prompts/list"));
-}
-
-#[tokio::test]
-async fn issue5_rate_limit_is_a_tool_error_with_a_retry_hint() {
-    let (_dir, nav) = fixture(off()).await;
-    let engine = repo_retriever::local::engine(nav.dir().unwrap()).unwrap();
-    let service = McpService::new(engine, "repo-retriever", "test").with_navigation(nav).with_rate_limit(2);
-    let client = Some("192.0.2.7".parse().unwrap());
-    let params = json!({"name": "list_repositories", "arguments": {}});
-    let mut texts = Vec::new();
-    for _ in 0..3 {
-        let mut session = Session::stateless();
-        let reply = service
-            .handle_request_from(&mut session, &Id::Int(1), "tools/call", Some(&params), &Default::default(), client)
-            .await;
-        texts.push(serde_json::from_str::<Value>(&reply.frame).unwrap()["result"].clone());
-    }
-    assert!(texts[1].get("isError").is_none());
-    assert_eq!(texts[2]["isError"], true);
-    assert_eq!(
-        texts[2]["content"][0]["text"],
-        "Rate limit exceeded: at most 2 tool calls per minute per client address. Retry in 60 seconds."
-    );
+    assert_eq!(json!(client.list_resources(None).await.unwrap())["resources"], json!([]));
+    assert_eq!(json!(client.list_resource_templates(None).await.unwrap())["resourceTemplates"], json!([]));
+    assert_eq!(json!(client.list_prompts(None).await.unwrap())["prompts"], json!([]));
+    let e = support::rpc_error(client.read_resource(read_params("repo-retriever://repositories")).await.unwrap_err());
+    assert_eq!((e.code.0, e.message.as_ref()), (-32601, "method not found: \"resources/read\""));
+    client.cancel().await.unwrap();
 }

@@ -7,10 +7,12 @@
 //! is the store's), and prints a Markdown table of search latency (p50/p99
 //! wall time and mean CPU time over 200 queries, k = 15, the engine's
 //! candidate count for 5 results), write throughput, reopen time and
-//! resident memory. A second table sets each vector case beside the exact
+//! resident memory. A second table sets each vector case beside the 2-bit
+//! scan of every passing row (the index before its sign codes) and the exact
 //! `f32` scan of every row (what the store did before its quantised index),
-//! run in the same process on the same queries after the resident memory is
-//! read, with recall@10 of the index against it.
+//! run in the same process on the same queries (the 2-bit scan interleaved
+//! with the index, query by query; the exact scan after the resident memory
+//! is read), with recall@10 of both indexes against the exact scan.
 //!
 //! `RR_BENCH_SIZES=100000` runs only the given sizes; `RR_BENCH_KEEP_DIR=DIR`
 //! keeps the written stores in `DIR` and reuses them on the next run.
@@ -19,8 +21,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rr_core::{EmbeddedChunk, PathGlob, SearchFilter};
-use rr_embedded::{EmbeddedStore, MAX_BATCH_SIZE};
+use rr_core::{Candidate, EmbeddedChunk, PathGlob, SearchFilter};
+use rr_embedded::{EmbeddedError, EmbeddedStore, MAX_BATCH_SIZE};
 
 mod common;
 
@@ -134,8 +136,11 @@ fn main() {
         notes.push(format!("{n} chunks: {write}; {}; database {db_mib:.0} MiB", note.trim()));
     }
     println!();
-    println!("| chunks | case | exact scan p50 ms | index p50 ms | exact scan p99 ms | index p99 ms | recall@10 |");
-    println!("|---:|---|---:|---:|---:|---:|---:|");
+    println!(
+        "| chunks | case | exact scan p50 ms | 2-bit scan p50 ms | index p50 ms | exact scan p99 ms | 2-bit scan p99 ms \
+         | index p99 ms | 2-bit / index p50 | 2-bit recall@10 | index recall@10 |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in versus {
         println!("{row}");
     }
@@ -205,6 +210,48 @@ impl StoreDir {
     }
 }
 
+/// Latency of one way of running a vector case, and the ids each query found.
+struct VectorRow {
+    p50: f64,
+    p99: f64,
+    ids: Vec<Vec<String>>,
+}
+
+/// Times [`EmbeddedStore::search`] and the 2-bit scan of every passing row
+/// (`search_without_signs`) on the same queries, alternating query by query
+/// (and which goes first) so that both see the same load from other work on
+/// the machine and the same caches.
+fn vector_rows(store: &EmbeddedStore, queries: &[Vec<f32>], filter: &SearchFilter) -> (VectorRow, VectorRow) {
+    type Search = fn(&EmbeddedStore, &[f32], &SearchFilter, usize) -> Result<Vec<Candidate>, EmbeddedError>;
+    let ways: [Search; 2] = [EmbeddedStore::search, EmbeddedStore::search_without_signs];
+    let mut rows: Vec<(Vec<Duration>, Vec<Vec<String>>)> = vec![(Vec::new(), vec![Vec::new(); QUERIES]); 2];
+    for i in 0..10 + QUERIES {
+        // Whichever runs second finds the first one's rows and SQLite pages
+        // in cache: take turns going first.
+        let mut order = [0, 1];
+        if i % 2 == 1 {
+            order.reverse();
+        }
+        for way in order {
+            let (search, (times, ids)) = (ways[way], &mut rows[way]);
+            let t = Instant::now();
+            let found = search(store, &queries[i % QUERIES], filter, K).unwrap();
+            let elapsed = t.elapsed();
+            assert!(!found.is_empty(), "query {i} found nothing");
+            // The first ten rounds are the warm-up.
+            if i >= 10 {
+                times.push(elapsed);
+            }
+            ids[i % QUERIES] = found.iter().map(|c| c.chunk.id.clone()).collect();
+        }
+    }
+    let mut rows = rows.into_iter().map(|(times, ids)| {
+        let (p50, p99) = percentiles(times);
+        VectorRow { p50, p99, ids }
+    });
+    (rows.next().unwrap(), rows.next().unwrap())
+}
+
 /// Opens the store in a fresh process, runs the queries, prints table rows
 /// and a final `NOTE` line with the reopen time and resident memory.
 fn query_phase(dir: &Path, n: usize) {
@@ -236,14 +283,10 @@ fn query_phase(dir: &Path, n: usize) {
     ];
     let mut index_rows = Vec::new();
     for (name, f) in cases {
-        let mut ids: Vec<Vec<String>> = vec![Vec::new(); QUERIES];
-        let (p50, p99, cpu) = time_queries(|i| {
-            let found = store.search(q(i), f, K).unwrap();
-            ids[i % QUERIES] = found.iter().map(|c| c.chunk.id.clone()).collect();
-            found.len()
-        });
+        let (p50, p99, cpu) = time_queries(|i| store.search(q(i), f, K).unwrap().len());
         println!("| {n} | {name} | {p50:.2} | {p99:.2} | {cpu:.2} |");
-        index_rows.push((name, f, p50, p99, ids));
+        let (index, coarse) = vector_rows(&store, &queries, f);
+        index_rows.push((name, f, index, coarse));
     }
     // Three words drawn like the text's, so most queries hold a word found
     // in most chunks and a rarer identifier or two.
@@ -262,20 +305,31 @@ fn query_phase(dir: &Path, n: usize) {
     // The exact scan over an f32 copy of every vector: the store's search
     // before the quantised index, and the reference of the recall column.
     let scan = store.exact_scan().unwrap();
-    for (name, f, p50, p99, ids) in index_rows {
-        let (mut found, mut calls) = (0, 0);
+    for (name, f, index, coarse) in index_rows {
+        let (mut found, mut found_coarse, mut calls) = (0, 0, 0);
         let (exact_p50, exact_p99, _) = time_queries(|i| {
             let exact = store.search_exact(&scan, q(i), f, K).unwrap();
             calls += 1;
             // The first ten calls are the warm-up.
             if calls > 10 {
                 let want: Vec<&str> = exact.iter().take(RECALL_AT).map(|c| c.chunk.id.as_str()).collect();
-                found += ids[i % QUERIES].iter().take(RECALL_AT).filter(|id| want.contains(&id.as_str())).count();
+                let hits = |ids: &[String]| ids.iter().take(RECALL_AT).filter(|id| want.contains(&id.as_str())).count();
+                found += hits(&index.ids[i % QUERIES]);
+                found_coarse += hits(&coarse.ids[i % QUERIES]);
             }
             exact.len()
         });
-        let recall = found as f64 / (QUERIES * RECALL_AT) as f64;
-        println!("{VERSUS}| {n} | {name} | {exact_p50:.2} | {p50:.2} | {exact_p99:.2} | {p99:.2} | {recall:.4} |");
+        let recall = |found: usize| found as f64 / (QUERIES * RECALL_AT) as f64;
+        println!(
+            "{VERSUS}| {n} | {name} | {exact_p50:.2} | {:.2} | {:.2} | {exact_p99:.2} | {:.2} | {:.2} | {:.2}× | {:.4} | {:.4} |",
+            coarse.p50,
+            index.p50,
+            coarse.p99,
+            index.p99,
+            coarse.p50 / index.p50,
+            recall(found_coarse),
+            recall(found),
+        );
     }
     println!(
         "NOTE reopen {:.0} ms; VmRSS of a fresh process: {rss_before_open:.0} MiB before opening, \

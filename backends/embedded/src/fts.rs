@@ -6,10 +6,31 @@
 //! the camelCase parts of its identifiers, and a query term is searched both
 //! whole and by its parts: `loadConfig` finds `loadConfig`, `load_config` and
 //! a chunk that mentions `config` alone, the exact identifier ranking first.
+//!
+//! Questions are worded unlike code ("where are conflicting arguments
+//! detected" against `fn conflicts`), so a `stems` column holds the English
+//! (Snowball) stem of every word whose stem differs from it, and a query
+//! word whose stem differs is also searched by its stem: the exact form
+//! then scores twice, any other form of the word once. A `names` column
+//! holds what a chunk is about by its names: the file's path, the symbols
+//! the chunker recorded and the names the chunk's lines define; `bm25()`
+//! weighs it above the text ([`COLUMN_WEIGHTS`]), so "how does the parser
+//! handle ..." prefers `parser.rs`, BM25F-style.
+//!
+//! Every column is searched by every term, so FTS5's IDF (rows holding the
+//! term in any column) and the bound `lexical.rs` prunes with stay valid.
+
+use rr_core::Metadata;
+use rust_stemmers::{Algorithm, Stemmer};
 
 /// Most terms one match expression carries; longer queries are cut, so a
 /// pasted file cannot turn into a huge query.
 const MAX_TERMS: usize = 64;
+
+/// Most words a query may have to be searched also as one phrase. An error
+/// message or a sentence pasted from the code then ranks the chunk holding
+/// it verbatim first; a longer text is rarely a verbatim quote.
+const MAX_PHRASE_WORDS: usize = 16;
 
 /// The camelCase parts of the document's identifiers, lower-cased, for every
 /// identifier piece that has more than one part.
@@ -31,6 +52,169 @@ pub(crate) fn idents(document: &str) -> String {
     out
 }
 
+/// The columns of `chunks_fts`, in schema order, each with the weight
+/// `bm25()` gives a match in it. The weights only scale a term's frequency,
+/// so a row's score per term stays below `idf · (k1 + 1)`. Chosen on the
+/// real query sets (docs/evaluation.md, "Lexical ranking"): a stem match
+/// counts half an exact one (at 1 the stems outvote the exact words on Go's
+/// doc comments), and a name match three times a word of the text (2 and 5
+/// measure alike).
+pub(crate) const COLUMN_WEIGHTS: [(&str, f64); 4] = [("body", 1.0), ("idents", 1.0), ("stems", 0.5), ("names", 3.0)];
+
+/// The `bm25()` call that ranks lexical matches, with [`COLUMN_WEIGHTS`].
+pub(crate) fn bm25_call() -> String {
+    let weights: Vec<String> = COLUMN_WEIGHTS.iter().map(|(_, w)| format!("{w:?}")).collect();
+    format!("bm25(chunks_fts, {})", weights.join(", "))
+}
+
+/// The `INSERT` of one row of `chunks_fts`: rowid, then the columns.
+pub(crate) fn insert_statement() -> String {
+    let names: Vec<&str> = COLUMN_WEIGHTS.iter().map(|(n, _)| *n).collect();
+    let params: Vec<String> = (2..=names.len() + 1).map(|i| format!("?{i}")).collect();
+    format!("INSERT OR REPLACE INTO chunks_fts (rowid, {}) VALUES (?1, {})", names.join(", "), params.join(", "))
+}
+
+/// The text of each column of [`COLUMN_WEIGHTS`] for one chunk.
+pub(crate) fn columns(document: &str, metadata: &Metadata) -> [String; 4] {
+    [document.to_owned(), idents(document), stems(document), names(document, metadata)]
+}
+
+fn stemmer() -> Stemmer {
+    Stemmer::create(Algorithm::English)
+}
+
+/// The stem of `word` (lower-case) when it is a plain ASCII word of at least
+/// three letters whose stem differs from it.
+fn stem_of(stemmer: &Stemmer, word: &str) -> Option<String> {
+    if word.len() < 3 || !word.bytes().all(|b| b.is_ascii_lowercase()) {
+        return None;
+    }
+    let stem = stemmer.stem(word);
+    (stem != word).then(|| stem.into_owned())
+}
+
+/// The stems of the document's words and identifier parts that differ from
+/// the word.
+fn stems(document: &str) -> String {
+    let stemmer = stemmer();
+    let mut out = String::new();
+    for word in document.split(|c: char| !c.is_ascii_alphanumeric()) {
+        for part in camel_parts(word) {
+            if let Some(stem) = stem_of(&stemmer, &part.to_ascii_lowercase()) {
+                if !out.is_empty() {
+                    out.push(' ');
+                }
+                out.push_str(&stem);
+            }
+        }
+    }
+    out
+}
+
+/// Words that may precede a definition keyword on its line.
+const MODIFIERS: &[&str] = &[
+    "abstract",
+    "async",
+    "declare",
+    "default",
+    "export",
+    "extern",
+    "final",
+    "private",
+    "protected",
+    "pub",
+    "public",
+    "static",
+    "unsafe",
+];
+
+/// Keywords that introduce a named definition at the start of a line, in the
+/// languages the indexer parses most.
+const DEFINERS: &[&str] = &[
+    "class",
+    "def",
+    "enum",
+    "fn",
+    "func",
+    "function",
+    "impl",
+    "interface",
+    "macro_rules",
+    "mod",
+    "module",
+    "namespace",
+    "struct",
+    "trait",
+    "type",
+];
+
+/// Keywords that define a name only at the top level (no indentation): a
+/// module's constants, not a function's locals.
+const TOP_LEVEL_DEFINERS: &[&str] = &["const", "let", "static", "var"];
+
+/// The names a chunk is about: its file's path, the chunker's symbols and
+/// the names its lines define, each whole, by parts and by stems.
+fn names(document: &str, metadata: &Metadata) -> String {
+    let mut raw: Vec<&str> = metadata.path.split(['/', '.', '-']).collect();
+    for symbol in metadata.symbol.split(", ") {
+        raw.push(symbol.rsplit(':').next().unwrap_or(symbol));
+    }
+    raw.extend(document.lines().filter_map(defined_name));
+    let stemmer = stemmer();
+    let mut out: Vec<String> = Vec::new();
+    for name in raw {
+        for piece in name.split(|c: char| !c.is_ascii_alphanumeric()).filter(|p| !p.is_empty()) {
+            out.push(piece.to_ascii_lowercase());
+            let parts = camel_parts(piece);
+            if parts.len() > 1 {
+                out.extend(parts.iter().map(|p| p.to_ascii_lowercase()));
+            }
+            for part in parts {
+                out.extend(stem_of(&stemmer, &part.to_ascii_lowercase()));
+            }
+        }
+    }
+    out.join(" ")
+}
+
+/// The name a line defines (`pub fn parse_long_arg(`, `func (c *Client) Do(`,
+/// `export const ZodString =`), if it starts with a definition keyword.
+fn defined_name(line: &str) -> Option<&str> {
+    let top_level = !line.starts_with([' ', '\t']);
+    let mut rest = line.trim_start();
+    loop {
+        let word_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+        let word = &rest[..word_end];
+        rest = &rest[word_end..];
+        if MODIFIERS.contains(&word) {
+            // `pub(crate)`
+            if let Some(after) = rest.strip_prefix('(') {
+                rest = &after[after.find(')')? + 1..];
+            }
+            rest = rest.trim_start();
+            continue;
+        }
+        if !(DEFINERS.contains(&word) || (top_level && TOP_LEVEL_DEFINERS.contains(&word))) {
+            return None;
+        }
+        break;
+    }
+    let mut rest = rest.strip_prefix('!').unwrap_or(rest);
+    if !rest.starts_with(char::is_whitespace) && !rest.starts_with(['(', '<']) {
+        return None;
+    }
+    rest = rest.trim_start();
+    // A Go receiver or a Rust `impl<T>`'s parameters come before the name.
+    for (open, close) in [('(', ')'), ('<', '>')] {
+        if let Some(after) = rest.strip_prefix(open) {
+            rest = after[after.find(close)? + 1..].trim_start();
+        }
+    }
+    // `$` is part of a JavaScript name (`$ZodType`).
+    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')).unwrap_or(rest.len());
+    (end > 0).then(|| &rest[..end])
+}
+
 /// One term of a lexical query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Term {
@@ -41,28 +225,58 @@ pub(crate) struct Term {
     pub single_token: bool,
 }
 
+/// English words that carry no topic in a question ("how does the parser
+/// handle ..."): articles, pronouns, auxiliaries, question words and the
+/// commonest prepositions. Code rarely uses them, so their IDF is high and
+/// they would pull in whatever chunk's comments talk the most; a query made
+/// of nothing else keeps them.
+const STOPWORDS: &[&str] = &[
+    "a", "about", "an", "and", "are", "as", "at", "be", "been", "being", "by", "can", "could", "did", "do", "does",
+    "doing", "for", "from", "had", "has", "have", "how", "i", "in", "into", "is", "it", "its", "me", "my", "of", "on",
+    "or", "our", "should", "so", "such", "that", "the", "their", "them", "then", "there", "these", "they", "this",
+    "those", "to", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with",
+    "would", "you", "your",
+];
+
+/// Whether `word` (lower-cased) is one of [`STOPWORDS`].
+fn is_stopword(word: &str) -> bool {
+    STOPWORDS.binary_search(&word).is_ok()
+}
+
 /// The terms of `query`: each run of letters, digits and `_`, plus its
-/// camelCase / snake_case parts, lower-cased, without repeats, at most
-/// [`MAX_TERMS`].
+/// camelCase / snake_case parts, lower-cased, without [`STOPWORDS`] (unless
+/// nothing else is left), each followed by its stem when that differs; then
+/// the whole query as one phrase, stopwords included, when it has 2 to
+/// [`MAX_PHRASE_WORDS`] words. Without repeats, at most [`MAX_TERMS`].
 pub(crate) fn query_terms(query: &str) -> Vec<Term> {
-    let mut terms: Vec<Term> = Vec::new();
-    let mut add = |t: &str| {
-        let text = t.to_lowercase();
-        if !text.is_empty() && !terms.iter().any(|x| x.text == text) && terms.len() < MAX_TERMS {
-            let single_token = text.bytes().all(|b| b.is_ascii_alphanumeric());
-            terms.push(Term { text, single_token });
-        }
-    };
+    let mut words: Vec<String> = Vec::new();
     for word in query.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
-        add(word);
+        words.push(word.to_lowercase());
         let pieces: Vec<&str> = word.split('_').collect();
         for piece in &pieces {
             let parts = camel_parts(piece);
             if pieces.len() > 1 || parts.len() > 1 {
-                for part in parts {
-                    add(part);
-                }
+                words.extend(parts.into_iter().map(str::to_lowercase));
             }
+        }
+    }
+    words.retain(|w| !w.is_empty());
+    if words.iter().any(|w| !is_stopword(w)) {
+        words.retain(|w| !is_stopword(w));
+    }
+    let whole: Vec<&str> =
+        query.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()).collect();
+    let phrase = (2..=MAX_PHRASE_WORDS).contains(&whole.len()).then(|| whole.join(" ").to_lowercase());
+    let stemmer = stemmer();
+    let stemmed = words.into_iter().flat_map(|word| {
+        let stem = stem_of(&stemmer, &word);
+        std::iter::once(word).chain(stem)
+    });
+    let mut terms: Vec<Term> = Vec::new();
+    for text in stemmed.chain(phrase) {
+        if !terms.iter().any(|x| x.text == text) && terms.len() < MAX_TERMS {
+            let single_token = text.bytes().all(|b| b.is_ascii_alphanumeric());
+            terms.push(Term { text, single_token });
         }
     }
     terms
@@ -113,12 +327,82 @@ mod tests {
     #[test]
     fn builds_safe_match_expressions() {
         let expr = |q: &str| match_expression(&query_terms(q));
-        assert_eq!(expr("loadConfig now"), Some(r#""loadconfig" OR "load" OR "config" OR "now""#.into()));
-        assert_eq!(expr("parse_config"), Some(r#""parse_config" OR "parse" OR "config""#.into()));
-        assert_eq!(expr(r#"a" OR x:* NEAR(b)"#), Some(r#""a" OR "or" OR "x" OR "near" OR "b""#.into()));
+        assert_eq!(
+            expr("loadConfig now"),
+            Some(r#""loadconfig" OR "load" OR "config" OR "now" OR "loadconfig now""#.into())
+        );
+        assert_eq!(expr("parse_config"), Some(r#""parse_config" OR "parse" OR "pars" OR "config""#.into()));
+        assert_eq!(expr(r#"a" OR x:* NEAR(b)"#), Some(r#""x" OR "near" OR "b" OR "a or x near b""#.into()));
         assert_eq!(expr("  ?! "), None);
         assert_eq!(expr("café"), Some(r#""café""#.into()));
         let single: Vec<bool> = query_terms("parse_config café x2").iter().map(|t| t.single_token).collect();
-        assert_eq!(single, [false, true, true, false, true, true, true]);
+        assert_eq!(single, [false, true, true, true, false, true, true, true, false]);
+    }
+
+    #[test]
+    fn questions_lose_their_stopwords_and_gain_stems() {
+        let texts = |q: &str| query_terms(q).into_iter().map(|t| t.text).collect::<Vec<_>>();
+        assert_eq!(
+            texts("where are conflicting arguments detected?"),
+            [
+                "conflicting",
+                "conflict",
+                "arguments",
+                "argument",
+                "detected",
+                "detect",
+                "where are conflicting arguments detected"
+            ]
+        );
+        // Nothing but stopwords: they are the query.
+        assert_eq!(texts("how is it"), ["how", "is", "it", "how is it"]);
+        let long = "word ".repeat(MAX_PHRASE_WORDS + 1);
+        assert_eq!(texts(&long), ["word"]);
+        // An identifier's stopword parts go, the identifier stays.
+        assert_eq!(texts("is_set"), ["is_set", "set"]);
+    }
+
+    #[test]
+    fn stems_column_holds_the_stems_that_differ() {
+        assert_eq!(stems("fn parsedValues(x) { parse(); cats do it }"), "pars valu pars cat");
+    }
+
+    #[test]
+    fn names_come_from_path_symbol_and_definitions() {
+        let metadata = Metadata {
+            path: "src/parser/arg_matcher.rs".into(),
+            symbol: "impl_item:ArgMatcher, function_item:start".into(),
+            ..Default::default()
+        };
+        let document = "Source: a/b@main:src/parser/arg_matcher.rs\n\
+                        pub(crate) fn fill_in_global_values(&mut self) {}\n\
+                        /// fn not_a_definition\n";
+        assert_eq!(
+            names(document, &metadata),
+            "src parser arg matcher rs argmatcher arg matcher start fill in global values valu"
+        );
+    }
+
+    #[test]
+    fn finds_the_name_a_line_defines() {
+        let cases = [
+            ("pub(crate) fn parse_long_arg(", Some("parse_long_arg")),
+            ("func (c *Client) Do(req *Request) (*Response, error) {", Some("Do")),
+            ("type Handler interface {", Some("Handler")),
+            ("export const ZodString: core.$constructor<ZodString> = ", Some("ZodString")),
+            ("    async def handle_request(self):", Some("handle_request")),
+            ("impl<T: Clone> TypedValueParser for Wrapped<T> {", Some("TypedValueParser")),
+            ("macro_rules! arg_impl {", Some("arg_impl")),
+            ("export default class Foo {", Some("Foo")),
+            ("export interface $ZodCatch<T extends SomeType = $ZodType> extends $ZodType {", Some("$ZodCatch")),
+            // A local, a call and prose are not definitions.
+            ("    let value = 1;", None),
+            ("    fnord(x)", None),
+            ("// type of the value", None),
+            ("const (", None),
+        ];
+        for (line, want) in cases {
+            assert_eq!(defined_name(line), want, "{line}");
+        }
     }
 }

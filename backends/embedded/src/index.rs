@@ -1,12 +1,19 @@
 //! The in-memory vector index: compact codes of every vector (see
 //! `quant.rs`), searched in three stages, with exact distances in the answer.
 //!
-//! 1. **Coarse scan.** Every row passing the filter is scored from its 2-bit
-//!    codes; the best [`coarse_candidates`] are kept. This is the only stage
-//!    that touches every row, and it reads 64 bytes per 256-d row.
-//! 2. **Fine re-rank.** Those candidates are scored from their `i8` codes;
+//! 1. **Sign scan.** Every row passing the filter is scored from its sign
+//!    bits. This is the only stage that touches every row, and it reads
+//!    32 bytes per 256-d row, 32 rows at a time. Each estimate comes with
+//!    RaBitQ's error bound; a row whose estimate plus bound cannot reach the
+//!    current cut-off of stage 2 goes no further (a few percent of a
+//!    million random rows do). When the filter leaves fewer than
+//!    [`SIGN_SCAN_MIN_ROWS`], this stage is skipped.
+//! 2. **Coarse re-rank.** The rows stage 1 lets through (or every passing
+//!    row) are scored from their 2-bit codes; the best [`coarse_candidates`]
+//!    are kept.
+//! 3. **Fine re-rank.** Those candidates are scored from their `i8` codes;
 //!    the best [`exact_candidates`] are kept.
-//! 3. **Exact rescore.** Their `f32` vectors are read from SQLite (the
+//! 4. **Exact rescore.** Their `f32` vectors are read from SQLite (the
 //!    caller's `exact` function) and the cosine distance is computed exactly
 //!    as the full scan does ([`VectorIndex::exact_nearest`], kept as the
 //!    reference); the best `k` are the answer.
@@ -15,8 +22,10 @@
 //! unless a true neighbour ranked below the cut-off of stage 1 or 2. Both
 //! cut-offs are generous (`benches/search.rs` measures recall@10 against the
 //! exact scan in the same run, on random vectors: the hardest case for
-//! quantisation). In memory a row costs its codes (`dim / 4 + dim` bytes)
-//! instead of `4 · dim`: about 330 MB at a million 256-d rows.
+//! quantisation). Every count follows the number of rows passing the filter,
+//! not the store's size, so a filtered query does work in proportion to the
+//! rows it may return. In memory a row costs its codes (`dim / 8 + dim / 4 +
+//! dim` bytes) instead of `4 · dim`: about 370 MB at a million 256-d rows.
 //!
 //! Rows are grouped by what a filter can look at (organization, repository,
 //! branch and the document's first line, which holds the path). All chunks of
@@ -29,7 +38,7 @@ use std::collections::{BinaryHeap, HashMap};
 
 use rr_core::SearchFilter;
 
-use crate::quant::{self, Factors, Layout, Query};
+use crate::quant::{self, Codes, Factors, Layout, Query, SIGN_BLOCK_ROWS, SignFactors, Sink};
 
 /// Everything a [`SearchFilter`] can test about a chunk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -72,21 +81,50 @@ impl Mask {
 /// starting (about 64k rows of 256 dimensions).
 const PARALLEL_MIN_BYTES: usize = 4 << 20;
 
-/// Rows kept by the coarse scan out of `rows`: at least 1,000 (re-ranking
-/// them costs tens of microseconds), and more as the store grows, since more
-/// rows then crowd the cut-off. Random 256-d vectors put the exact top 10
-/// within the first ~450 coarse ranks at 100k rows and ~1,800 at 1M; this
-/// keeps 1,000 and 4,000 for `k` = 10, and proportionally more for a larger
-/// `k`.
+/// Rows passing the filter below which the sign scan is skipped and every
+/// passing row is scored from its 2-bit codes. Up to here those codes sit in
+/// the CPU's caches (64 bytes a row) and the whole scan takes a few
+/// milliseconds, so the rare true neighbour the sign bound misses is not
+/// worth risking.
+pub(crate) const SIGN_SCAN_MIN_ROWS: usize = 200_000;
+
+/// Rows kept from the 2-bit codes behind the sign scan. The cut-off of
+/// these is what the sign bound is tested against, so the fewer, the fewer
+/// rows get past the signs; but enough that the exact top 10 stay among
+/// them: random 256-d vectors put it within the first ~270 coarse ranks of a
+/// million (99th percentile 180).
+pub(crate) fn sign_scan_candidates(k: usize) -> usize {
+    (25 * k).max(500)
+}
+
+/// Rows kept by the coarse scan out of `rows` passing the filter: at least
+/// 1,000 (re-ranking them costs tens of microseconds), and more as the store
+/// grows, since more rows then crowd the cut-off. Random 256-d vectors put
+/// the exact top 10 within the first ~330 coarse ranks at 100k rows and
+/// ~230 at 1M (99th percentile 102 and 150); this keeps 1,000 and 4,000 for `k` = 10, and
+/// proportionally more for a larger `k`.
 pub(crate) fn coarse_candidates(k: usize, rows: usize) -> usize {
     let per_result = ((rows as f64).powf(0.6) / 10.0).ceil() as usize;
     (k.max(10) * per_result).max(1000).min(rows)
 }
 
 /// Rows whose `f32` vectors are read for the exact rescore. The `i8` ranking
-/// put the exact top 10 within its first 12 on a million random vectors.
+/// put the exact top 10 within its first 12 on a million random vectors,
+/// but hash embeddings (sparse, many near ties) need more: with `k + k/2 + 8`
+/// the fixture store's exact top 10 lost a row (`tests/store.rs`).
 pub(crate) fn exact_candidates(k: usize) -> usize {
     2 * k + 24
+}
+
+/// Which codes [`VectorIndex::nearest`] scans every passing row of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FirstStage {
+    /// The sign bits, when the filter leaves at least
+    /// [`SIGN_SCAN_MIN_ROWS`] (the search).
+    Signs,
+    /// The 2-bit codes: what the index did before it had sign codes, kept
+    /// for the bench to compare.
+    Coarse,
 }
 
 /// The `f32` vector of every row, in the index's slot order: the exact scan
@@ -103,18 +141,25 @@ pub(crate) struct VectorIndex {
     pks: Vec<i64>,
     groups: Vec<u32>,
     factors: Vec<Factors>,
-    coarse: Vec<u8>,
+    /// Sign codes in blocks of [`SIGN_BLOCK_ROWS`] slots (see `quant.rs`);
+    /// lanes past the last slot are zero.
+    signs: Vec<u8>,
+    sign_factors: Vec<SignFactors>,
+    /// 2-bit codes, each row starting on a cache line when rows are 64 bytes.
+    coarse: Lines,
     fine: Vec<i8>,
     slot_of: HashMap<i64, usize>,
     keys: Vec<GroupKey>,
     group_of: HashMap<GroupKey, u32>,
     members: Vec<u32>,
+    /// [`SIGN_SCAN_MIN_ROWS`]; tests lower it.
+    sign_scan_min_rows: usize,
 }
 
 impl VectorIndex {
     /// An empty index for `dim`-dimensional vectors (0 = not yet known).
     pub fn new(dim: usize) -> Self {
-        VectorIndex { layout: Layout::new(dim), ..Default::default() }
+        VectorIndex { layout: Layout::new(dim), sign_scan_min_rows: SIGN_SCAN_MIN_ROWS, ..Default::default() }
     }
 
     pub fn dim(&self) -> usize {
@@ -135,6 +180,8 @@ impl VectorIndex {
         self.pks.reserve(rows);
         self.groups.reserve(rows);
         self.factors.reserve(rows);
+        self.sign_factors.reserve(rows);
+        self.signs.reserve((self.len() + rows).div_ceil(SIGN_BLOCK_ROWS) * self.layout.sign_block_bytes());
         self.coarse.reserve(rows * self.layout.coarse_bytes());
         self.fine.reserve(rows * self.layout.dim);
         self.slot_of.reserve(rows);
@@ -156,7 +203,11 @@ impl VectorIndex {
                 self.pks.push(pk);
                 self.groups.push(group);
                 self.factors.push(Factors::default());
-                self.coarse.resize((slot + 1) * self.layout.coarse_bytes(), 0);
+                self.sign_factors.push(SignFactors::default());
+                if slot.is_multiple_of(SIGN_BLOCK_ROWS) {
+                    self.signs.resize(self.signs.len() + self.layout.sign_block_bytes(), 0);
+                }
+                self.coarse.resize((slot + 1) * self.layout.coarse_bytes());
                 self.fine.resize((slot + 1) * self.layout.dim, 0);
                 slot
             }
@@ -165,10 +216,30 @@ impl VectorIndex {
         self.factors[slot] = quant::encode(
             self.layout,
             vector,
-            &mut self.coarse[slot * bytes..(slot + 1) * bytes],
+            &mut self.coarse.as_mut_slice()[slot * bytes..(slot + 1) * bytes],
             &mut self.fine[slot * dim..(slot + 1) * dim],
         );
+        let mut signs = vec![0u8; self.layout.sign_bytes()];
+        self.sign_factors[slot] = quant::encode_signs(self.layout, vector, &mut signs);
+        self.set_signs(slot, &signs);
         self.members[group as usize] += 1;
+    }
+
+    /// Where byte `p` of `slot`'s sign codes sits in `signs`.
+    fn sign_position(&self, slot: usize, p: usize) -> usize {
+        let block = slot / SIGN_BLOCK_ROWS;
+        block * self.layout.sign_block_bytes() + p * SIGN_BLOCK_ROWS + slot % SIGN_BLOCK_ROWS
+    }
+
+    fn set_signs(&mut self, slot: usize, bytes: &[u8]) {
+        for (p, &byte) in bytes.iter().enumerate() {
+            let at = self.sign_position(slot, p);
+            self.signs[at] = byte;
+        }
+    }
+
+    fn signs_of(&self, slot: usize) -> Vec<u8> {
+        (0..self.layout.sign_bytes()).map(|p| self.signs[self.sign_position(slot, p)]).collect()
     }
 
     /// Removes the row `pk` if present.
@@ -180,13 +251,20 @@ impl VectorIndex {
         if slot != last {
             let moved = self.pks[last];
             self.slot_of.insert(moved, slot);
-            self.coarse.copy_within(last * bytes..(last + 1) * bytes, slot * bytes);
+            self.coarse.as_mut_slice().copy_within(last * bytes..(last + 1) * bytes, slot * bytes);
             self.fine.copy_within(last * dim..(last + 1) * dim, slot * dim);
+            let signs = self.signs_of(last);
+            self.set_signs(slot, &signs);
+        }
+        self.set_signs(last, &vec![0; self.layout.sign_bytes()]);
+        if last.is_multiple_of(SIGN_BLOCK_ROWS) {
+            self.signs.truncate(self.signs.len() - self.layout.sign_block_bytes());
         }
         self.pks.swap_remove(slot);
         self.groups.swap_remove(slot);
         self.factors.swap_remove(slot);
-        self.coarse.truncate(last * bytes);
+        self.sign_factors.swap_remove(slot);
+        self.coarse.resize(last * bytes);
         self.fine.truncate(last * dim);
     }
 
@@ -214,6 +292,14 @@ impl VectorIndex {
         Mask(Some(pass))
     }
 
+    /// How many rows pass `mask`.
+    pub fn passing_count(&self, mask: &Mask) -> usize {
+        match &mask.0 {
+            None => self.pks.len(),
+            Some(pass) => pass.iter().zip(&self.members).filter(|&(&pass, _)| pass).map(|(_, &n)| n as usize).sum(),
+        }
+    }
+
     /// The pks of the rows passing `mask`.
     pub fn passing<'a>(&'a self, mask: &'a Mask) -> impl Iterator<Item = i64> + 'a {
         self.pks.iter().zip(&self.groups).filter(move |&(_, &group)| mask.passes(group)).map(|(&pk, _)| pk)
@@ -229,6 +315,7 @@ impl VectorIndex {
         query: &[f32],
         k: usize,
         mask: &Mask,
+        first: FirstStage,
         mut exact: impl FnMut(i64, &mut Vec<f32>) -> Result<bool, E>,
     ) -> Result<Vec<(i64, f64)>, E> {
         debug_assert_eq!(query.len(), self.layout.dim);
@@ -236,23 +323,12 @@ impl VectorIndex {
         if k == 0 || rows == 0 || self.layout.dim == 0 {
             return Ok(Vec::new());
         }
+        let passing = self.passing_count(mask);
+        if passing == 0 {
+            return Ok(Vec::new());
+        }
         let prepared = Query::new(self.layout, query);
-        let keep = coarse_candidates(k, rows);
-        let parallel = rows * self.layout.coarse_bytes() >= 2 * PARALLEL_MIN_BYTES
-            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-        let mut candidates = if parallel {
-            let mid = rows / 2;
-            let (mut lower, upper) = std::thread::scope(|s| {
-                let upper = s.spawn(|| self.coarse_scan(&prepared, mask, keep, mid..rows));
-                (self.coarse_scan(&prepared, mask, keep, 0..mid), upper.join().expect("scan thread panicked"))
-            });
-            lower.extend(upper);
-            lower
-        } else {
-            self.coarse_scan(&prepared, mask, keep, 0..rows)
-        };
-        keep_best(&mut candidates, keep);
-
+        let mut candidates = self.candidates(&prepared, k, mask, passing, first);
         prepared.fine_scores(&self.fine, &self.factors, &mut candidates);
         keep_best(&mut candidates, exact_candidates(k));
 
@@ -272,31 +348,83 @@ impl VectorIndex {
         Ok(hits.into_iter().map(|h| (h.pk, f64::from(h.distance))).collect())
     }
 
-    /// The best `keep` coarse estimates among `slots` passing `mask`, as
-    /// (estimate, slot), in no order.
-    fn coarse_scan(&self, query: &Query, mask: &Mask, keep: usize, slots: std::ops::Range<usize>) -> Vec<(f32, u32)> {
-        // Collect everything above the running threshold, and cut back to the
-        // best `keep` whenever the buffer doubles: cheaper than a heap when
-        // `keep` is in the thousands.
-        let mut best: Vec<(f32, u32)> = Vec::with_capacity(2 * keep);
-        let mut threshold = f32::NEG_INFINITY;
-        query.coarse_scan(
-            self.layout,
-            &self.coarse,
-            &self.factors,
-            slots,
-            |slot| mask.passes(self.groups[slot]),
-            |slot, estimate| {
-                if estimate >= threshold {
-                    best.push((estimate, slot as u32));
-                    if best.len() == 2 * keep {
-                        keep_best(&mut best, keep);
-                        threshold = best[keep - 1].0;
-                    }
-                }
-            },
-        );
-        best
+    /// Stages 1 and 2 (see the module docs): the best
+    /// [`coarse_candidates`] of the `passing` rows passing `mask`, with
+    /// their coarse estimates, in no order.
+    fn candidates(&self, query: &Query, k: usize, mask: &Mask, passing: usize, first: FirstStage) -> Vec<(f32, u32)> {
+        let signs = passing >= self.sign_scan_min_rows && first == FirstStage::Signs;
+        let keep = if signs { sign_scan_candidates(k) } else { coarse_candidates(k, passing) };
+        let passes = |slot: usize| mask.passes(self.groups[slot]);
+        let mut candidates = if signs {
+            let floor = self.sampled_floor(query, keep, &passes);
+            self.split_scan(self.layout.sign_bytes(), |slots| {
+                let mut best = Best::new(keep);
+                best.threshold = floor;
+                query.sign_coarse_scan(self.codes(), slots, passes, &mut best);
+                best.found
+            })
+        } else {
+            self.split_scan(self.layout.coarse_bytes(), |slots| {
+                let mut best = Best::new(keep);
+                let visit = |slot, estimate| best.offer(slot, estimate);
+                query.coarse_scan(self.layout, self.coarse.as_slice(), &self.factors, slots, passes, visit);
+                best.found
+            })
+        };
+        keep_best(&mut candidates, keep);
+        candidates
+    }
+
+    fn codes(&self) -> Codes<'_> {
+        Codes {
+            layout: self.layout,
+            signs: &self.signs,
+            sign_factors: &self.sign_factors,
+            coarse: self.coarse.as_slice(),
+            factors: &self.factors,
+        }
+    }
+
+    /// A cut-off for the sign scan before it starts: the coarse estimate of
+    /// about the `2 · keep`-th best row, from every 16th block of rows. Only
+    /// rows above it are offered. Without it the cut-off starts at nothing
+    /// and rises as the scan goes, and the first part of the store lets
+    /// through to the 2-bit codes several times more rows than the rest.
+    /// A strided sample, not a prefix, because rows are stored in the order
+    /// they were written (a prefix would be one repository's). `-∞` when
+    /// the sample is too small to say.
+    fn sampled_floor(&self, query: &Query, keep: usize, passes: &impl Fn(usize) -> bool) -> f32 {
+        const EVERY: usize = 16;
+        let mut best = Best::new((2 * keep).div_ceil(EVERY));
+        let sampled = |slot: usize| (slot / SIGN_BLOCK_ROWS).is_multiple_of(EVERY) && passes(slot);
+        query.sign_coarse_scan(self.codes(), 0..self.len(), sampled, &mut best);
+        if best.found.len() < best.keep {
+            return f32::NEG_INFINITY;
+        }
+        keep_best(&mut best.found, best.keep);
+        best.found.iter().map(|c| c.0).fold(f32::INFINITY, f32::min)
+    }
+
+    /// `scan` over every slot, split in two halves (at a block boundary) on
+    /// two threads when the codes it reads, `row_bytes` per row, are many.
+    fn split_scan(
+        &self,
+        row_bytes: usize,
+        scan: impl Fn(std::ops::Range<usize>) -> Vec<(f32, u32)> + Sync,
+    ) -> Vec<(f32, u32)> {
+        let rows = self.pks.len();
+        let parallel = rows * row_bytes >= 2 * PARALLEL_MIN_BYTES
+            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+        if !parallel {
+            return scan(0..rows);
+        }
+        let mid = (rows / 2).next_multiple_of(SIGN_BLOCK_ROWS);
+        let (mut lower, upper) = std::thread::scope(|s| {
+            let upper = s.spawn(|| scan(mid..rows));
+            (scan(0..mid), upper.join().expect("scan thread panicked"))
+        });
+        lower.extend(upper);
+        lower
     }
 
     /// Reads every row's `f32` vector through `exact` (as in
@@ -355,6 +483,91 @@ impl VectorIndex {
         let mut hits = std::mem::take(&mut heap).into_vec();
         hits.sort();
         hits.into_iter().map(|h| (h.pk, f64::from(h.distance))).collect()
+    }
+}
+
+/// A byte buffer whose first byte sits on a 64-byte boundary, so that a
+/// 64-byte row of codes read at random costs one cache line, not two (a
+/// large `Vec<u8>` from the allocator starts 16 bytes past a page).
+#[derive(Debug, Default)]
+struct Lines {
+    buf: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl Lines {
+    const LINE: usize = 64;
+
+    fn as_slice(&self) -> &[u8] {
+        &self.buf[self.start..self.start + self.len]
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start..self.start + self.len]
+    }
+
+    fn reserve(&mut self, additional: usize) {
+        self.buf.reserve((self.start + self.len + additional + Self::LINE).saturating_sub(self.buf.len()));
+        self.realign();
+    }
+
+    /// Grows (with zeros) or shrinks to `len` bytes.
+    fn resize(&mut self, len: usize) {
+        if len > self.len {
+            self.buf.resize(self.buf.len().max(self.start + len + Self::LINE), 0);
+            self.realign();
+            self.buf[self.start + self.len..self.start + len].fill(0);
+        }
+        self.len = len;
+    }
+
+    /// Moves the bytes to the first line boundary of the buffer, which a
+    /// reallocation may have moved.
+    fn realign(&mut self) {
+        let start = (self.buf.as_ptr() as usize).wrapping_neg() % Self::LINE;
+        if start != self.start {
+            if self.buf.len() < start + self.len {
+                self.buf.resize(start + self.len, 0);
+            }
+            self.buf.copy_within(self.start..self.start + self.len, start);
+            self.start = start;
+        }
+    }
+}
+
+/// The best `keep` of the estimates offered, as (estimate, slot), in no
+/// order. Everything above the running threshold is collected, and cut back
+/// to the best `keep` whenever the buffer doubles: cheaper than a heap when
+/// `keep` is in the thousands.
+struct Best {
+    found: Vec<(f32, u32)>,
+    threshold: f32,
+    keep: usize,
+}
+
+impl Best {
+    fn new(keep: usize) -> Self {
+        let keep = keep.max(1);
+        Best { found: Vec::with_capacity(2 * keep), threshold: f32::NEG_INFINITY, keep }
+    }
+}
+
+impl Sink for Best {
+    #[inline(always)]
+    fn threshold(&self) -> f32 {
+        self.threshold
+    }
+
+    #[inline(always)]
+    fn offer(&mut self, slot: usize, estimate: f32) {
+        if estimate >= self.threshold {
+            self.found.push((estimate, slot as u32));
+            if self.found.len() == 2 * self.keep {
+                keep_best(&mut self.found, self.keep);
+                self.threshold = self.found[self.keep - 1].0;
+            }
+        }
     }
 }
 
@@ -426,6 +639,8 @@ mod tests {
     use super::*;
     use rr_core::PathGlob;
 
+    const RECALL_AT: usize = 10;
+
     fn key(org: &str, line: &str) -> GroupKey {
         GroupKey { organization: org.into(), repository: "r".into(), branch: "main".into(), source_line: line.into() }
     }
@@ -461,7 +676,10 @@ mod tests {
             Ok(self.0.contains_key(&pk))
         }
         fn nearest(&self, ix: &VectorIndex, q: &[f32], k: usize, mask: &Mask) -> Vec<(i64, f64)> {
-            ix.nearest(q, k, mask, |pk, out| self.read(pk, out)).unwrap()
+            let coarse = ix.nearest(q, k, mask, FirstStage::Coarse, |pk, out| self.read(pk, out)).unwrap();
+            let hits = ix.nearest(q, k, mask, FirstStage::Signs, |pk, out| self.read(pk, out)).unwrap();
+            assert_eq!(hits, coarse);
+            hits
         }
     }
 
@@ -491,7 +709,8 @@ mod tests {
         assert_eq!(src.nearest(&ix, &[0.0, 1.0], 5, &all).iter().map(|h| h.0).collect::<Vec<_>>(), [1]);
     }
 
-    /// On random vectors, the hardest case for the codes, the three stages
+    /// On random vectors, the hardest case for the codes, the stages (with
+    /// and without the sign scan)
     /// return what scoring every row exactly returns: same rows, same
     /// distances, same order, with and without filters, after removals.
     #[test]
@@ -499,6 +718,7 @@ mod tests {
         let mut rng = rr_testkit::Rng(42);
         for dim in [64, 200] {
             let mut ix = VectorIndex::new(dim);
+            ix.sign_scan_min_rows = 1000;
             let mut src = Source::default();
             for pk in 0..4000 {
                 let v = rng.unit_vector(dim);
@@ -524,6 +744,176 @@ mod tests {
                     assert_eq!(want.len(), if filter.organization == "nobody" { 0 } else { k });
                 }
             }
+        }
+    }
+
+    /// Every slot's sign codes and factor are those of its vector after
+    /// replacements and swap-removals across block boundaries, and lanes
+    /// past the last slot stay zero.
+    #[test]
+    fn sign_blocks_follow_inserts_and_removals() {
+        let mut rng = rr_testkit::Rng(7);
+        let dim = 20;
+        let mut ix = VectorIndex::new(dim);
+        let mut vectors = HashMap::new();
+        for pk in 0..100 {
+            let v = rng.unit_vector(dim);
+            ix.insert(pk, key("a", "x"), &v);
+            vectors.insert(pk, v);
+        }
+        for pk in [3, 99, 64, 0, 31, 32, 98, 97, 50] {
+            ix.remove(pk);
+            vectors.remove(&pk);
+        }
+        let v = rng.unit_vector(dim);
+        ix.insert(10, key("a", "y"), &v);
+        vectors.insert(10, v);
+        assert_eq!(ix.len(), vectors.len());
+        assert_eq!(ix.signs.len(), ix.len().div_ceil(SIGN_BLOCK_ROWS) * ix.layout.sign_block_bytes());
+        for (slot, pk) in ix.pks.iter().enumerate() {
+            let mut want = vec![0u8; ix.layout.sign_bytes()];
+            let factor = quant::encode_signs(ix.layout, &vectors[pk], &mut want);
+            assert_eq!(ix.signs_of(slot), want, "slot {slot}");
+            assert_eq!(ix.sign_factors[slot], factor);
+        }
+        for slot in ix.len()..ix.len().next_multiple_of(SIGN_BLOCK_ROWS) {
+            assert!(ix.signs_of(slot).iter().all(|&b| b == 0), "slot {slot}");
+        }
+    }
+
+    #[test]
+    fn lines_keep_their_bytes_on_a_line_boundary() {
+        let mut lines = Lines::default();
+        for len in (0..5000).step_by(64) {
+            lines.resize(len + 64);
+            let n = lines.as_slice().len();
+            lines.as_mut_slice()[n - 64..].fill((len / 64) as u8);
+            assert_eq!(lines.as_slice().as_ptr() as usize % Lines::LINE, 0);
+        }
+        lines.resize(64 * 3);
+        lines.reserve(1 << 20);
+        assert_eq!(lines.as_slice().as_ptr() as usize % Lines::LINE, 0);
+        assert_eq!(lines.as_slice(), [[0u8; 64], [1; 64], [2; 64]].concat());
+        lines.resize(64 * 4);
+        assert_eq!(lines.as_slice()[64 * 3..], [0; 64]);
+    }
+
+    #[test]
+    fn passing_count_sums_the_passing_groups() {
+        let mut ix = VectorIndex::new(2);
+        for pk in 0..10 {
+            ix.insert(pk, key(if pk < 3 { "a" } else { "b" }, &format!("f{}", pk % 4)), &[1.0, pk as f32]);
+        }
+        ix.remove(1);
+        let only_a = ix.mask(&SearchFilter { organization: "a".into(), ..Default::default() });
+        assert_eq!(ix.passing_count(&only_a), 2);
+        assert_eq!(ix.passing_count(&Mask(None)), 9);
+        assert_eq!(ix.passing_count(&only_a), ix.passing(&only_a).count());
+    }
+
+    /// CPU time of this thread so far, from the scheduler's statistics.
+    fn thread_cpu_ms() -> f64 {
+        let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+        stat.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()).map_or(f64::NAN, |ns| ns / 1e6)
+    }
+
+    /// Counts what the sign scan lets through to the 2-bit codes.
+    struct Counting<'a>(&'a mut Best, usize);
+
+    impl Sink for Counting<'_> {
+        fn threshold(&self) -> f32 {
+            self.0.threshold()
+        }
+        fn offer(&mut self, slot: usize, estimate: f32) {
+            self.1 += 1;
+            self.0.offer(slot, estimate);
+        }
+    }
+
+    /// On random vectors, how many of the exact top 10 survive stages 1 and
+    /// 2 (with and without the sign scan), how many rows the sign bound lets
+    /// through, and what each costs. Slow (it scores every row exactly):
+    /// `cargo test --release -p rr-embedded --lib stage_recall -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn stage_recall_on_random_vectors() {
+        let (dim, k, queries) = (256, 15, 100);
+        let mut rng = rr_testkit::Rng(1);
+        for rows in [100_000, 1_000_000] {
+            let mut ix = VectorIndex::new(dim);
+            ix.reserve(rows);
+            let mut vectors = Vec::with_capacity(rows * dim);
+            for pk in 0..rows {
+                let v = rng.unit_vector(dim);
+                ix.insert(pk as i64, key("a", "x"), &v);
+                vectors.extend(v);
+            }
+            let (keep, keep_signs) = (coarse_candidates(k, rows), sign_scan_candidates(k));
+            let (mut found_signs, mut found_coarse, mut let_through) = (0, 0, 0);
+            let (mut signs_time, mut coarse_time, mut bare_time) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..queries {
+                let q = rng.unit_vector(dim);
+                let query = Query::new(ix.layout, &q);
+                let mut exact: Vec<(f32, usize)> =
+                    vectors.chunks_exact(dim).enumerate().map(|(slot, v)| (-dot(&q, v), slot)).collect();
+                exact.select_nth_unstable_by(RECALL_AT, |a, b| a.0.total_cmp(&b.0));
+                let top: Vec<u32> = exact[..RECALL_AT].iter().map(|e| e.1 as u32).collect();
+
+                let t = thread_cpu_ms();
+                let mut best = Best::new(keep_signs);
+                best.threshold = ix.sampled_floor(&query, keep_signs, &|_| true);
+                let mut counting = Counting(&mut best, 0);
+                query.sign_coarse_scan(ix.codes(), 0..rows, |_| true, &mut counting);
+                let_through += counting.1;
+                let mut with_signs = best.found;
+                keep_best(&mut with_signs, keep_signs);
+                signs_time.push(thread_cpu_ms() - t);
+
+                let t = thread_cpu_ms();
+                let mut best = Best::new(keep);
+                query.coarse_scan(
+                    ix.layout,
+                    ix.coarse.as_slice(),
+                    &ix.factors,
+                    0..rows,
+                    |_| true,
+                    |s, e| best.offer(s, e),
+                );
+                let mut without = best.found;
+                keep_best(&mut without, keep);
+                coarse_time.push(thread_cpu_ms() - t);
+
+                let t = thread_cpu_ms();
+                let mut n = 0usize;
+                query.sign_scan(
+                    ix.layout,
+                    &ix.signs,
+                    &ix.sign_factors,
+                    0..rows,
+                    |_| true,
+                    |_, e| n += (e > 0.5) as usize,
+                );
+                std::hint::black_box(n);
+                bare_time.push(thread_cpu_ms() - t);
+                found_signs += top.iter().filter(|slot| with_signs.iter().any(|c| c.1 == **slot)).count();
+                found_coarse += top.iter().filter(|slot| without.iter().any(|c| c.1 == **slot)).count();
+            }
+            let median = |mut t: Vec<f64>| {
+                t.sort_by(f64::total_cmp);
+                t[t.len() / 2]
+            };
+            let recall = |found: usize| found as f64 / (queries * RECALL_AT) as f64;
+            println!(
+                "{rows} rows, keep {keep_signs} / {keep}: recall@10 of the candidates {:.4} with the sign scan ({:.2} ms of CPU, one \
+                 thread; {:.2} % of rows let through), {:.4} without ({:.2} ms of CPU)",
+                recall(found_signs),
+                median(signs_time),
+                100.0 * let_through as f64 / (queries * rows) as f64,
+                recall(found_coarse),
+                median(coarse_time),
+            );
+            println!("bare sign scan {:.2} ms of CPU", median(bare_time));
+            assert!(recall(found_signs) >= 0.99, "{rows} rows");
         }
     }
 

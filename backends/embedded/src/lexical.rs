@@ -239,10 +239,11 @@ fn scored(conn: &Connection, expression: &str, set: &RowSet, need: usize) -> rus
     if set.len() == 0 {
         return Ok(Vec::new());
     }
-    let mut stmt = conn.prepare_cached(
-        "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT rowid, {} AS score FROM chunks_fts
          WHERE chunks_fts MATCH ?1 AND rr_in(?2, rowid) ORDER BY score, rowid LIMIT ?3",
-    )?;
+        fts::bm25_call()
+    ))?;
     let rows = stmt.query_map(rusqlite::params![expression, set.bits, need as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
     rows.collect()
 }

@@ -16,13 +16,15 @@
 //! next run rewrites what is missing.
 //!
 //! **Vector search reads compact codes in memory, then `f32` from SQLite.**
-//! At open, every vector is read once and kept only as codes: 2 bits and
-//! 8 bits per dimension (320 bytes per 256-d chunk: about 330 MB at a million
+//! At open, every vector is read once and kept only as codes: 1, 2 and
+//! 8 bits per dimension (352 bytes per 256-d chunk: about 370 MB at a million
 //! chunks, against 1 GB as `f32`). A query evaluates the filter once per
 //! *group* of rows sharing organization, repository, branch and the
-//! document's first line (all chunks of one file), scans the 2-bit codes of
-//! every row that passes with the CPU's SIMD, re-ranks the best few thousand
-//! by their 8-bit codes, and reads the `f32` vectors of the best few dozen
+//! document's first line (all chunks of one file), scans the sign bits of
+//! every row that passes with the CPU's SIMD (the 2-bit codes instead when
+//! fewer than 200,000 rows pass), re-ranks the few percent that could still
+//! make the cut by their 2-bit codes and the best few hundred by their 8-bit
+//! codes, and reads the `f32` vectors of the best few dozen
 //! from SQLite to compute their distances exactly (see `index.rs`). The
 //! filter is thus applied before ranking, with exactly the semantics of
 //! [`SearchFilter::matches`] (the path glob is
@@ -49,8 +51,10 @@
 //! (about 0.2 s at 100k chunks).
 //!
 //! **Lexical and hybrid search.** [`EmbeddedStore::lexical_search`] ranks
-//! with FTS5's BM25 over the documents (plus camelCase parts of identifiers),
-//! any query word matching, filtering before the cut-off like vector search.
+//! with FTS5's BM25 over the documents plus the camelCase parts of their
+//! identifiers, their word stems and their names (weighted columns, see
+//! `fts.rs`), any query word matching, filtering before the cut-off like
+//! vector search.
 //! Words in at least half of the chunks, whose IDF FTS5 clamps to 1e-6, are
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
 //! shortcut (about 0.5 µs of `bm25()` per matching chunk, then a sort), so
@@ -103,7 +107,7 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 pub use error::{EmbeddedError, OPEN_OPERATION, QUERY_OPERATION, READ_OPERATION, WRITE_OPERATION};
 pub use schema::SCHEMA_VERSION;
 
-use index::{ExactVectors, GroupKey, VectorIndex, source_line};
+use index::{ExactVectors, FirstStage, GroupKey, VectorIndex, source_line};
 
 /// The database file inside the store's folder.
 pub const DATABASE_FILE: &str = "store.sqlite3";
@@ -344,6 +348,20 @@ impl EmbeddedStore {
         view.fetch(&self.reader(), &hits)
     }
 
+    /// [`EmbeddedStore::search`] as the index ran before it had sign codes:
+    /// the 2-bit codes of every passing row scanned (benches compare the two).
+    #[doc(hidden)]
+    pub fn search_without_signs(
+        &self,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        k: usize,
+    ) -> Result<Vec<Candidate>, EmbeddedError> {
+        let view = self.view()?;
+        let hits = view.vector_hits_from(&self.inner.reader, embedding, filter, k, FirstStage::Coarse)?;
+        view.fetch(&self.reader(), &hits)
+    }
+
     /// The `k` chunks passing `filter` that best match `query` by BM25 over
     /// the full-text index, best first. Any word of the query may match (see
     /// the crate docs); `distance` is FTS5's `bm25()`, negative, lower is
@@ -494,9 +512,7 @@ impl EmbeddedStore {
                 .map_err(err())?;
             let mut vec =
                 tx.prepare_cached("INSERT OR REPLACE INTO vectors (pk, embedding) VALUES (?1, ?2)").map_err(err())?;
-            let mut fts = tx
-                .prepare_cached("INSERT OR REPLACE INTO chunks_fts (rowid, body, idents) VALUES (?1, ?2, ?3)")
-                .map_err(err())?;
+            let mut fts = tx.prepare_cached(&fts::insert_statement()).map_err(err())?;
             for record in batch.upsert {
                 let chunk = &record.chunk;
                 let m = &chunk.metadata;
@@ -519,7 +535,8 @@ impl EmbeddedStore {
                     )
                     .map_err(err())?;
                 vec.execute(params![pk, vector_blob(&record.embedding)]).map_err(err())?;
-                fts.execute(params![pk, chunk.document, fts::idents(&chunk.document)]).map_err(err())?;
+                let [body, idents, stems, names] = fts::columns(&chunk.document, m);
+                fts.execute(params![pk, body, idents, stems, names]).map_err(err())?;
                 let key = GroupKey {
                     organization: m.organization.clone(),
                     repository: m.repository.clone(),
@@ -839,6 +856,17 @@ impl View<'_> {
         filter: &SearchFilter,
         k: usize,
     ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
+        self.vector_hits_from(reader, embedding, filter, k, FirstStage::Signs)
+    }
+
+    fn vector_hits_from(
+        &self,
+        reader: &Mutex<Reader>,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        k: usize,
+        first: FirstStage,
+    ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
         let index = &self.index;
         match index.dim() {
             0 => Ok(Vec::new()),
@@ -847,7 +875,7 @@ impl View<'_> {
             }
             dim => {
                 let mut locked = None;
-                index.nearest(embedding, k, &index.mask(filter), |pk, out| {
+                index.nearest(embedding, k, &index.mask(filter), first, |pk, out| {
                     let reader = locked.get_or_insert_with(|| reader.lock().unwrap_or_else(PoisonError::into_inner));
                     read_vector(&reader.conn, pk, dim, out)
                 })
@@ -884,9 +912,10 @@ impl View<'_> {
             let (document_frequency, at_most) = if term.single_token {
                 (Some(reader.document_frequency(&term.text, self.changes).map_err(err())?), None)
             } else {
-                // `unicode61` splits `load_config2` into `load` and `config2`.
+                // `unicode61` splits `load_config2` into `load` and `config2`;
+                // a phrase is in no more rows than its rarest word.
                 let mut at_most = None;
-                for token in term.text.split('_').filter(|t| !t.is_empty()) {
+                for token in term.text.split(['_', ' ']).filter(|t| !t.is_empty()) {
                     if !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
                         at_most = None;
                         break;
@@ -1142,9 +1171,10 @@ mod tests {
         }
         let mut stmt = reader
             .conn
-            .prepare(
-                "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score, rowid",
-            )
+            .prepare(&format!(
+                "SELECT rowid, {} AS score FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score, rowid",
+                fts::bm25_call()
+            ))
             .unwrap();
         let mut hits: Vec<(i64, f64)> = Vec::new();
         for pass in passes {

@@ -1,15 +1,25 @@
 //! Compact codes of the vectors and the kernels that score them.
 //!
-//! Each vector is normalised and kept twice, in two precisions, and never as
-//! `f32` (those stay in SQLite):
+//! Each vector is normalised and kept three times, in three precisions, and
+//! never as `f32` (those stay in SQLite):
 //!
+//! - **signs**: 1 bit per dimension (32 bytes for 256 dimensions), the only
+//!   codes every query reads in full: 32 MB at a million chunks. They are
+//!   stored transposed in blocks of 32 rows (byte `p` of 32 rows side by
+//!   side), so the kernel scores 32 rows at once by table lookups: the query
+//!   is turned into one 16-entry table per 4 dimensions (its partial sums for
+//!   every pattern of 4 sign bits), and one `vpshufb` looks up 32 rows'
+//!   patterns, as in the "fast scan" of product quantisation. That is about
+//!   two lookups per row for 256 dimensions, against the tens of
+//!   instructions of a per-row dot product. The estimate is RaBitQ's:
+//!   `⟨sign(u), q⟩ / ⟨sign(u), u⟩`, unbiased along `u`.
 //! - **coarse**: 2 bits per dimension (64 bytes for 256 dimensions), a
-//!   uniform 4-level quantiser whose step is set from the vector's RMS. The
-//!   scan reads only these, so at a million chunks it streams 64 MB per query
-//!   instead of the 1 GB of `f32`. Two bits, not one: on vectors without
-//!   structure (the bench's random ones, the hardest case) sign bits alone
-//!   put the true top 10 anywhere in the first 20,000 of a million, two bits
-//!   within the first ~2,000.
+//!   uniform 4-level quantiser whose step is set from the vector's RMS. They
+//!   re-rank the rows the signs keep (or scan every passing row when a filter
+//!   leaves few). Sign bits alone are too coarse for the final cut: on
+//!   vectors without structure (the bench's random ones, the hardest case)
+//!   they put the true top 10 within the first tens of thousands of a
+//!   million, two bits within the first ~2,000.
 //! - **fine**: one `i8` per dimension, scaled to the largest component. It
 //!   re-ranks the coarse candidates; its top few are then rescored exactly.
 //!
@@ -19,6 +29,17 @@
 //! 128 dimensions, byte `j` carrying dimensions `j`, `32 + j`, `64 + j` and
 //! `96 + j` of the block in its four bit pairs, so one shift and one mask give
 //! 32 codes lined up with 32 query bytes.
+
+/// Rows per block of sign codes: one byte of each per AVX2 register.
+pub(crate) const SIGN_BLOCK_ROWS: usize = 32;
+
+/// The largest magnitude of a query component in the sign tables: four of
+/// them sum to at most 124, two table entries to 248, within a byte.
+const SIGN_QUERY_MAX: f32 = 31.0;
+
+/// Sign-table positions summed in `u16` lanes before widening: 264 × 248
+/// is the most a `u16` holds.
+const SIGN_CHUNK: usize = 256;
 
 /// Dimensions per 32-byte block of coarse codes.
 const BLOCK_DIMS: usize = 128;
@@ -45,6 +66,16 @@ impl Layout {
     /// Coarse bytes per vector.
     pub fn coarse_bytes(&self) -> usize {
         self.blocks * BLOCK
+    }
+
+    /// Sign bytes per vector (bit `i % 8` of byte `i / 8` is dimension `i`).
+    pub fn sign_bytes(&self) -> usize {
+        self.dim.div_ceil(8)
+    }
+
+    /// Bytes per block of [`SIGN_BLOCK_ROWS`] rows of sign codes.
+    pub fn sign_block_bytes(&self) -> usize {
+        self.sign_bytes() * SIGN_BLOCK_ROWS
     }
 
     /// Where dimension `i` sits: (byte, shift).
@@ -103,6 +134,66 @@ pub(crate) fn encode(layout: Layout, v: &[f32], coarse: &mut [u8], fine: &mut [i
     Factors { coarse: if agreement > 0.0 { step / agreement } else { 0.0 }, fine: scale }
 }
 
+/// How far a sign estimate may be from the cosine, in RaBitQ's error bound
+/// `ε₀ · √((1 − a²) / a²) / √(D − 1)` (`a = ⟨sign(u)/√D, u⟩`). RaBitQ
+/// reports near-perfect recall from 1.9.
+const SIGN_EPSILON: f32 = 1.9;
+
+/// What one vector's sign codes need besides their bits.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct SignFactors {
+    /// Multiplies the sign score into an estimate of the cosine:
+    /// `1 / Σ|u_i|` for the unit vector `u` (0 for the zero vector).
+    pub scale: f32,
+    /// How far the estimate may be below the cosine (see [`SIGN_EPSILON`]).
+    pub bound: f32,
+}
+
+/// Writes the sign bits of `v` into `signs` (`layout.sign_bytes()` bytes,
+/// row order) and returns the factors of its sign estimate.
+pub(crate) fn encode_signs(layout: Layout, v: &[f32], signs: &mut [u8]) -> SignFactors {
+    debug_assert_eq!(v.len(), layout.dim);
+    signs.fill(0);
+    let inv = inv_norm(v);
+    if inv == 0.0 {
+        return SignFactors::default();
+    }
+    let mut sum_abs = 0.0f32;
+    for (i, &x) in v.iter().enumerate() {
+        sum_abs += (x * inv).abs();
+        if x >= 0.0 {
+            signs[i / 8] |= 1 << (i % 8);
+        }
+    }
+    let dim = layout.dim as f32;
+    let agreement = (sum_abs / dim.sqrt()).min(1.0);
+    let bound = if layout.dim > 1 && agreement > 0.0 {
+        SIGN_EPSILON * ((1.0 - agreement * agreement) / (agreement * agreement)).sqrt() / (dim - 1.0).sqrt()
+    } else {
+        0.0
+    };
+    SignFactors { scale: if sum_abs > 0.0 { 1.0 / sum_abs } else { 0.0 }, bound }
+}
+
+/// The sign and 2-bit codes of every row, as the index holds them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Codes<'a> {
+    pub layout: Layout,
+    /// In blocks of [`SIGN_BLOCK_ROWS`] rows.
+    pub signs: &'a [u8],
+    pub sign_factors: &'a [SignFactors],
+    /// Row after row.
+    pub coarse: &'a [u8],
+    pub factors: &'a [Factors],
+}
+
+/// Where [`Query::sign_coarse_scan`] puts what it finds.
+pub(crate) trait Sink {
+    /// Rows whose estimate could not reach this are not worth offering.
+    fn threshold(&self) -> f32;
+    fn offer(&mut self, slot: usize, estimate: f32);
+}
+
 /// Runs `f` compiled for AVX2 and FMA when the CPU has them (checked once),
 /// as it is otherwise. Only code inlined into `f` (`#[inline(always)]`)
 /// profits.
@@ -128,6 +219,15 @@ pub(crate) struct Query {
     unscale: f32,
     /// The unit query.
     fine: Vec<f32>,
+    /// For every 4 dimensions (two per sign byte, low nibble first), the sum
+    /// over a pattern of sign bits of `q⁺` where the bit is set and `q⁻`
+    /// where it is not, `q` the query scaled to ±[`SIGN_QUERY_MAX`] and
+    /// rounded. `Σ q·(2b − 1) = 2 Σ entries − Σ |q|` then holds exactly.
+    sign_tables: Vec<[u8; 16]>,
+    /// `Σ |q|` of the scaled query.
+    sign_offset: f32,
+    /// Undoes the scaling of the sign tables.
+    sign_unscale: f32,
 }
 
 impl Query {
@@ -144,7 +244,158 @@ impl Query {
             let (block, within) = (i / BLOCK_DIMS, i % BLOCK_DIMS);
             coarse[block * 4 + within / BLOCK][within % BLOCK] = c;
         }
-        Query { coarse, offset: 1.5 * sum as f32, unscale: largest / 127.0, fine }
+        let sign_scale = if largest > 0.0 { SIGN_QUERY_MAX / largest } else { 0.0 };
+        let scaled: Vec<i32> = fine.iter().map(|x| (x * sign_scale).round() as i32).collect();
+        let sign_tables = (0..2 * layout.sign_bytes())
+            .map(|nibble| {
+                let dims = &scaled[(4 * nibble).min(layout.dim)..(4 * nibble + 4).min(layout.dim)];
+                std::array::from_fn(|pattern| {
+                    let entry: i32 = dims
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &q)| if pattern >> i & 1 == 1 { q.max(0) } else { (-q).max(0) })
+                        .sum();
+                    entry as u8
+                })
+            })
+            .collect();
+        Query {
+            coarse,
+            offset: 1.5 * sum as f32,
+            unscale: largest / 127.0,
+            fine,
+            sign_tables,
+            sign_offset: scaled.iter().map(|q| q.abs()).sum::<i32>() as f32,
+            sign_unscale: if largest > 0.0 { largest / SIGN_QUERY_MAX } else { 0.0 },
+        }
+    }
+
+    /// Calls `visit(slot, estimate)` for every slot in `slots` that `keep`
+    /// accepts, with the sign estimate of its cosine. `blocks` holds the sign
+    /// codes in blocks of [`SIGN_BLOCK_ROWS`] rows (see the module docs),
+    /// `factors` each slot's [`encode_signs`] factors. A block none of whose
+    /// rows `keep` accepts is not scored. (The search uses
+    /// [`Query::sign_coarse_scan`]; this measures the sign estimates alone.)
+    #[cfg(test)]
+    pub fn sign_scan(
+        &self,
+        layout: Layout,
+        blocks: &[u8],
+        factors: &[SignFactors],
+        slots: std::ops::Range<usize>,
+        keep: impl Fn(usize) -> bool,
+        mut visit: impl FnMut(usize, f32),
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(simd) = pulp::x86::V3::try_new() {
+            let kernels = Avx2::new(simd, self);
+            return simd.vectorize(
+                #[inline(always)]
+                || self.sign_blocks(layout, blocks, factors, slots, keep, &mut visit, &kernels),
+            );
+        }
+        self.sign_blocks(layout, blocks, factors, slots, keep, &mut visit, &Portable)
+    }
+
+    /// Scores every slot in `slots` that `keep` accepts from its sign codes
+    /// (as [`Query::sign_scan`]), and offers to `sink` the coarse estimate
+    /// (as [`Query::coarse_scan`]) of those whose sign estimate plus its
+    /// bound reaches the sink's threshold. Those rows are scored in batches:
+    /// their coarse codes are scattered, and a batch of independent loads
+    /// lets the CPU wait for many cache misses at once instead of one by one.
+    pub fn sign_coarse_scan(
+        &self,
+        codes: Codes<'_>,
+        slots: std::ops::Range<usize>,
+        keep: impl Fn(usize) -> bool,
+        sink: &mut impl Sink,
+    ) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(simd) = pulp::x86::V3::try_new() {
+            let kernels = Avx2::new(simd, self);
+            return simd.vectorize(
+                #[inline(always)]
+                || self.sign_coarse_with(codes, slots, keep, sink, &kernels),
+            );
+        }
+        self.sign_coarse_with(codes, slots, keep, sink, &Portable)
+    }
+
+    /// [`Query::sign_coarse_scan`] with the given kernels.
+    #[inline(always)]
+    fn sign_coarse_with<S: Sink, K: Kernels>(
+        &self,
+        codes: Codes<'_>,
+        slots: std::ops::Range<usize>,
+        keep: impl Fn(usize) -> bool,
+        sink: &mut S,
+        kernels: &K,
+    ) {
+        let mut batch = Batch {
+            query: self,
+            kernels,
+            coarse: codes.coarse,
+            bytes: codes.layout.coarse_bytes(),
+            factors: codes.factors,
+            bounds: codes.sign_factors,
+            sink,
+            pending: [0; BATCH],
+            len: 0,
+        };
+        self.sign_blocks(codes.layout, codes.signs, codes.sign_factors, slots, keep, &mut batch, kernels);
+        batch.flush();
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn sign_blocks(
+        &self,
+        layout: Layout,
+        blocks: &[u8],
+        factors: &[SignFactors],
+        slots: std::ops::Range<usize>,
+        keep: impl Fn(usize) -> bool,
+        visit: &mut impl Visit,
+        kernels: &impl Kernels,
+    ) {
+        if slots.is_empty() {
+            return;
+        }
+        let bytes = layout.sign_block_bytes();
+        let mut sums = [0u32; SIGN_BLOCK_ROWS];
+        for b in slots.start / SIGN_BLOCK_ROWS..=(slots.end - 1) / SIGN_BLOCK_ROWS {
+            let first = b * SIGN_BLOCK_ROWS;
+            let lanes = slots.start.max(first)..slots.end.min(first + SIGN_BLOCK_ROWS);
+            let mut wanted = 0u32;
+            for slot in lanes {
+                if keep(slot) {
+                    wanted |= 1 << (slot - first);
+                }
+            }
+            if wanted == 0 {
+                continue;
+            }
+            kernels.sign_block(self, &blocks[b * bytes..(b + 1) * bytes], &mut sums);
+            while wanted != 0 {
+                let lane = wanted.trailing_zeros() as usize;
+                wanted &= wanted - 1;
+                let slot = first + lane;
+                let dot = 2.0 * sums[lane] as f32 - self.sign_offset;
+                visit.visit(slot, dot * self.sign_unscale * factors[slot].scale);
+            }
+        }
+    }
+
+    /// Σ of table entries for each of a block's rows.
+    #[inline(always)]
+    fn sign_block_portable(&self, block: &[u8], sums: &mut [u32; SIGN_BLOCK_ROWS]) {
+        sums.fill(0);
+        for (p, bytes) in block.chunks_exact(SIGN_BLOCK_ROWS).enumerate() {
+            let (low, high) = (&self.sign_tables[2 * p], &self.sign_tables[2 * p + 1]);
+            for (sum, &x) in sums.iter_mut().zip(bytes) {
+                *sum += u32::from(low[usize::from(x & 15)]) + u32::from(high[usize::from(x >> 4)]);
+            }
+        }
     }
 
     /// Replaces the estimate of each (estimate, slot) by the fine one; `codes`
@@ -191,13 +442,13 @@ impl Query {
     ) {
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = pulp::x86::V3::try_new() {
-            let query: Vec<std::arch::x86_64::__m256i> = self.coarse.iter().map(|q| pulp::cast(*q)).collect();
+            let kernels = Avx2::new(simd, self);
             return simd.vectorize(
                 #[inline(always)]
-                || self.scan_rows(layout, codes, factors, slots, keep, visit, |row| coarse_dot_avx2(simd, &query, row)),
+                || self.scan_rows(layout, codes, factors, slots, keep, visit, &kernels),
             );
         }
-        self.scan_rows(layout, codes, factors, slots, keep, visit, |row| self.coarse_dot_portable(row))
+        self.scan_rows(layout, codes, factors, slots, keep, visit, &Portable)
     }
 
     #[inline(always)]
@@ -210,15 +461,21 @@ impl Query {
         slots: std::ops::Range<usize>,
         keep: impl Fn(usize) -> bool,
         mut visit: impl FnMut(usize, f32),
-        dot: impl Fn(&[u8]) -> i32,
+        kernels: &impl Kernels,
     ) {
         let bytes = layout.coarse_bytes();
         for slot in slots {
             if keep(slot) {
-                let dot = dot(&codes[slot * bytes..(slot + 1) * bytes]) as f32;
-                visit(slot, (dot - self.offset) * self.unscale * factors[slot].coarse);
+                let dot = kernels.coarse_dot(self, &codes[slot * bytes..(slot + 1) * bytes]);
+                visit(slot, self.coarse_estimate(dot, factors[slot]));
             }
         }
+    }
+
+    /// The coarse estimate of the cosine from a coarse integer score.
+    #[inline(always)]
+    fn coarse_estimate(&self, dot: i32, factors: Factors) -> f32 {
+        (dot as f32 - self.offset) * self.unscale * factors.coarse
     }
 
     /// Σ query byte × code over one row's coarse codes.
@@ -233,6 +490,158 @@ impl Query {
             }
         }
         dot
+    }
+}
+
+/// Rows let through to the 2-bit codes per batch.
+const BATCH: usize = 64;
+
+/// What [`Query::sign_blocks`] hands each estimate to. A trait rather than a
+/// closure so that the fused scan's coarse kernel, called from it, is
+/// compiled with the CPU features of the scan (a closure is compiled apart,
+/// without them, and every intrinsic in it becomes a call).
+trait Visit {
+    fn visit(&mut self, slot: usize, estimate: f32);
+}
+
+impl<F: FnMut(usize, f32)> Visit for F {
+    #[inline(always)]
+    fn visit(&mut self, slot: usize, estimate: f32) {
+        self(slot, estimate)
+    }
+}
+
+/// The rows a sign scan lets through, scored from their 2-bit codes a batch
+/// at a time.
+struct Batch<'a, S, K> {
+    query: &'a Query,
+    kernels: &'a K,
+    coarse: &'a [u8],
+    bytes: usize,
+    factors: &'a [Factors],
+    bounds: &'a [SignFactors],
+    sink: &'a mut S,
+    pending: [u32; BATCH],
+    len: usize,
+}
+
+impl<S: Sink, K: Kernels> Batch<'_, S, K> {
+    #[inline(always)]
+    fn flush(&mut self) {
+        let mut dots = [0i32; BATCH];
+        let pending = &self.pending[..self.len];
+        // All loads first: they are independent, so their misses overlap.
+        for (d, &slot) in dots.iter_mut().zip(pending) {
+            let slot = slot as usize;
+            *d = self.kernels.coarse_dot(self.query, &self.coarse[slot * self.bytes..(slot + 1) * self.bytes]);
+        }
+        for (&d, &slot) in dots.iter().zip(pending) {
+            self.sink.offer(slot as usize, self.query.coarse_estimate(d, self.factors[slot as usize]));
+        }
+        self.len = 0;
+    }
+}
+
+impl<S: Sink, K: Kernels> Visit for Batch<'_, S, K> {
+    #[inline(always)]
+    fn visit(&mut self, slot: usize, estimate: f32) {
+        if estimate + self.bounds[slot].bound >= self.sink.threshold() {
+            self.pending[self.len] = slot as u32;
+            self.len += 1;
+            if self.len == BATCH {
+                self.flush();
+            }
+        }
+    }
+}
+
+/// The two scoring kernels, portable or for a CPU feature level.
+trait Kernels {
+    /// [`Query::sign_block_portable`].
+    fn sign_block(&self, query: &Query, block: &[u8], sums: &mut [u32; SIGN_BLOCK_ROWS]);
+    /// [`Query::coarse_dot_portable`].
+    fn coarse_dot(&self, query: &Query, row: &[u8]) -> i32;
+}
+
+struct Portable;
+
+impl Kernels for Portable {
+    #[inline(always)]
+    fn sign_block(&self, query: &Query, block: &[u8], sums: &mut [u32; SIGN_BLOCK_ROWS]) {
+        query.sign_block_portable(block, sums)
+    }
+
+    #[inline(always)]
+    fn coarse_dot(&self, query: &Query, row: &[u8]) -> i32 {
+        query.coarse_dot_portable(row)
+    }
+}
+
+/// The AVX2 kernels, with the query's codes as vectors.
+#[cfg(target_arch = "x86_64")]
+struct Avx2 {
+    simd: pulp::x86::V3,
+    /// The sign tables, each repeated in both 128-bit lanes.
+    tables: Vec<std::arch::x86_64::__m256i>,
+    /// [`Query::coarse`].
+    coarse: Vec<std::arch::x86_64::__m256i>,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Avx2 {
+    fn new(simd: pulp::x86::V3, query: &Query) -> Self {
+        Avx2 {
+            simd,
+            tables: query.sign_tables.iter().map(|t| pulp::cast([*t, *t])).collect(),
+            coarse: query.coarse.iter().map(|q| pulp::cast(*q)).collect(),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Kernels for Avx2 {
+    #[inline(always)]
+    fn sign_block(&self, _: &Query, block: &[u8], sums: &mut [u32; SIGN_BLOCK_ROWS]) {
+        sign_block_avx2(self.simd, &self.tables, block, sums)
+    }
+
+    #[inline(always)]
+    fn coarse_dot(&self, _: &Query, row: &[u8]) -> i32 {
+        coarse_dot_avx2(self.simd, &self.coarse, row)
+    }
+}
+
+/// [`Query::sign_block_portable`] in AVX2: `tables` are the query's sign
+/// tables, each repeated in both 128-bit lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn sign_block_avx2(
+    simd: pulp::x86::V3,
+    tables: &[std::arch::x86_64::__m256i],
+    block: &[u8],
+    sums: &mut [u32; SIGN_BLOCK_ROWS],
+) {
+    let (avx, avx2) = (simd.avx, simd.avx2);
+    let nibble = avx._mm256_set1_epi8(15);
+    let low_byte = avx._mm256_set1_epi16(0xff);
+    sums.fill(0);
+    for (chunk, tables) in block.chunks(SIGN_CHUNK * SIGN_BLOCK_ROWS).zip(tables.chunks(2 * SIGN_CHUNK)) {
+        // Even rows in the low byte of each 16-bit lane, odd rows in the high.
+        let (mut even, mut odd) = (avx._mm256_setzero_si256(), avx._mm256_setzero_si256());
+        for (bytes, t) in chunk.chunks_exact(SIGN_BLOCK_ROWS).zip(tables.chunks_exact(2)) {
+            let bytes: [u8; SIGN_BLOCK_ROWS] = bytes.try_into().expect("blocks of 32 rows");
+            let x = pulp::cast(bytes);
+            let low = avx2._mm256_and_si256(x, nibble);
+            let high = avx2._mm256_and_si256(avx2._mm256_srli_epi16::<4>(x), nibble);
+            let s = avx2._mm256_add_epi8(avx2._mm256_shuffle_epi8(t[0], low), avx2._mm256_shuffle_epi8(t[1], high));
+            even = avx2._mm256_add_epi16(even, avx2._mm256_and_si256(s, low_byte));
+            odd = avx2._mm256_add_epi16(odd, avx2._mm256_srli_epi16::<8>(s));
+        }
+        let (even, odd): ([u16; 16], [u16; 16]) = (pulp::cast(even), pulp::cast(odd));
+        for i in 0..16 {
+            sums[2 * i] += u32::from(even[i]);
+            sums[2 * i + 1] += u32::from(odd[i]);
+        }
     }
 }
 
@@ -304,8 +713,7 @@ mod tests {
             query.coarse_scan(layout, &coarse, &factors, 0..rows, |s| s != 7, |s, e| fast.push((s, e)));
             let mut portable = Vec::new();
             let keep = |s: usize| s != 7;
-            let dot = |row: &[u8]| query.coarse_dot_portable(row);
-            query.scan_rows(layout, &coarse, &factors, 0..rows, keep, |s, e| portable.push((s, e)), dot);
+            query.scan_rows(layout, &coarse, &factors, 0..rows, keep, |s, e| portable.push((s, e)), &Portable);
             assert_eq!(fast, portable, "dim {dim}");
             assert_eq!(fast.len(), rows - 1);
             let tolerance = if dim < 100 { 0.6 } else { 0.15 };
@@ -320,6 +728,112 @@ mod tests {
         }
     }
 
+    /// Rows in sign blocks, as the index lays them out.
+    fn sign_blocks(layout: Layout, vectors: &[Vec<f32>]) -> (Vec<u8>, Vec<SignFactors>) {
+        let bytes = layout.sign_bytes();
+        let mut blocks = vec![0u8; vectors.len().div_ceil(SIGN_BLOCK_ROWS) * layout.sign_block_bytes()];
+        let mut factors = Vec::new();
+        let mut row = vec![0u8; bytes];
+        for (slot, v) in vectors.iter().enumerate() {
+            factors.push(encode_signs(layout, v, &mut row));
+            let block = slot / SIGN_BLOCK_ROWS * layout.sign_block_bytes();
+            for (p, &b) in row.iter().enumerate() {
+                blocks[block + p * SIGN_BLOCK_ROWS + slot % SIGN_BLOCK_ROWS] = b;
+            }
+        }
+        (blocks, factors)
+    }
+
+    /// The table kernel (AVX2 where the CPU has it) and the portable loop
+    /// give the same sums; the sum is exactly `Σ q·sign` of the scaled query;
+    /// the estimate tracks the cosine; rows `keep` refuses and blocks with
+    /// no wanted row are left out. 2,200 dimensions exercise the widening of
+    /// the 16-bit sums.
+    #[test]
+    fn sign_kernels_agree_and_estimate_the_cosine() {
+        for dim in [3, 64, 256, 300, 2200] {
+            let layout = Layout::new(dim);
+            let rows = 100;
+            let vectors: Vec<Vec<f32>> = (0..rows as u64).map(|i| vector(i + 7, dim)).collect();
+            let (blocks, factors) = sign_blocks(layout, &vectors);
+            let q = vector(4242, dim);
+            let query = Query::new(layout, &q);
+            let keep = |s: usize| s != 5 && !(32..64).contains(&s);
+            let mut fast = Vec::new();
+            query.sign_scan(layout, &blocks, &factors, 1..rows, keep, |s, e| fast.push((s, e)));
+            let mut portable = Vec::new();
+            let mut visit = |s, e| portable.push((s, e));
+            query.sign_blocks(layout, &blocks, &factors, 1..rows, keep, &mut visit, &Portable);
+            assert_eq!(fast, portable, "dim {dim}");
+            assert_eq!(
+                fast.iter().map(|f| f.0).collect::<Vec<_>>(),
+                (1..rows).filter(|&s| keep(s)).collect::<Vec<_>>()
+            );
+
+            let largest = q.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+            let scaled: Vec<f32> = q.iter().map(|x| (x / largest * SIGN_QUERY_MAX).round()).collect();
+            // Sign bits say little about a vector of a few dimensions.
+            let tolerance = if dim < 100 { f32::INFINITY } else { 0.25 };
+            for &(slot, estimate) in &fast {
+                let v = &vectors[slot];
+                let signed: f32 = scaled.iter().zip(v).map(|(q, x)| if *x >= 0.0 { *q } else { -q }).sum();
+                let want = signed * largest / SIGN_QUERY_MAX * factors[slot].scale * inv_norm(&q);
+                assert!((estimate - want).abs() < 1e-4 * want.abs().max(1.0), "dim {dim}: {estimate} vs {want}");
+                let exact = cosine(&q, v);
+                assert!((estimate - exact).abs() < tolerance, "dim {dim}: sign {estimate} vs {exact}");
+            }
+        }
+    }
+
+    /// Collects every offer; the threshold stays where the test puts it.
+    struct All(f32, Vec<(usize, f32)>);
+
+    impl Sink for All {
+        fn threshold(&self) -> f32 {
+            self.0
+        }
+        fn offer(&mut self, slot: usize, estimate: f32) {
+            self.1.push((slot, estimate));
+        }
+    }
+
+    /// The fused scan offers exactly the rows whose sign estimate plus bound
+    /// reaches the threshold, with their coarse estimate, on both kernels;
+    /// and the bound holds for nearly every row.
+    #[test]
+    fn sign_coarse_scan_offers_what_the_bound_lets_through() {
+        let dim = 256;
+        let layout = Layout::new(dim);
+        let rows = 2000;
+        let vectors: Vec<Vec<f32>> = (0..rows as u64).map(|i| vector(i + 11, dim)).collect();
+        let (signs, sign_factors) = sign_blocks(layout, &vectors);
+        let mut coarse = vec![0u8; rows * layout.coarse_bytes()];
+        let mut fine = vec![0i8; rows * dim];
+        let mut factors = Vec::new();
+        for (i, v) in vectors.iter().enumerate() {
+            let c = &mut coarse[i * layout.coarse_bytes()..(i + 1) * layout.coarse_bytes()];
+            factors.push(encode(layout, v, c, &mut fine[i * dim..(i + 1) * dim]));
+        }
+        let q = vector(77, dim);
+        let query = Query::new(layout, &q);
+        let mut sign = Vec::new();
+        query.sign_scan(layout, &signs, &sign_factors, 0..rows, |_| true, |s, e| sign.push(e + sign_factors[s].bound));
+        let mut coarse_all = Vec::new();
+        query.coarse_scan(layout, &coarse, &factors, 0..rows, |_| true, |s, e| coarse_all.push((s, e)));
+        let threshold = 0.2;
+        let want: Vec<(usize, f32)> = coarse_all.iter().copied().filter(|&(s, _)| sign[s] >= threshold).collect();
+        assert!(!want.is_empty() && want.len() < rows / 2, "{} let through", want.len());
+        let mut fast = All(threshold, Vec::new());
+        let codes = Codes { layout, signs: &signs, sign_factors: &sign_factors, coarse: &coarse, factors: &factors };
+        query.sign_coarse_scan(codes, 0..rows, |_| true, &mut fast);
+        assert_eq!(fast.1, want);
+        let mut portable = All(threshold, Vec::new());
+        query.sign_coarse_with(codes, 0..rows, |_| true, &mut portable, &Portable);
+        assert_eq!(portable.1, want);
+        let within = (0..rows).filter(|&s| sign[s] >= cosine(&q, &vectors[s])).count();
+        assert!(within * 100 >= rows * 95, "the bound held for {within} of {rows}");
+    }
+
     #[test]
     fn zero_vector_scores_zero() {
         let layout = Layout::new(8);
@@ -332,5 +846,9 @@ mod tests {
         let mut candidate = [(1.0, 0)];
         query.fine_scores(&fine, &[factors], &mut candidate);
         assert_eq!(candidate[0].0, 0.0);
+        let (blocks, sign_factors) = sign_blocks(layout, &[vec![0.0; 8]]);
+        let mut seen = Vec::new();
+        query.sign_scan(layout, &blocks, &sign_factors, 0..1, |_| true, |_, e| seen.push(e));
+        assert_eq!(seen, [0.0]);
     }
 }

@@ -8,7 +8,10 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
+use rr_core::Metadata;
+
 use crate::error::{EmbeddedError, OPEN_OPERATION};
+use crate::fts;
 
 /// Migrations in order; migration `i` brings the store to version `i + 1`.
 const MIGRATIONS: &[&str] = &[
@@ -64,7 +67,28 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (namespace_id, path)
     );
     "#,
+    // Version 2.
+    //
+    // `chunks_fts` gains `stems` (word stems) and `names` (path, symbols and
+    // defined names, weighted above the text); see `fts.rs`. Its rows are
+    // computed in Rust, so `migrate` refills the new table from `chunks` in
+    // the same transaction (`REFILL_FTS_AT`).
+    r#"
+    DROP TABLE chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5 (
+        body, idents, stems, names,
+        content = '', contentless_delete = 1,
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    "#,
 ];
+
+/// The last version that changed what `chunks_fts` holds: a store older
+/// than it gets every row rewritten from `chunks` by this build's
+/// `fts::columns` once its migrations have run (so a later change of the
+/// columns moves this number, and the refill always writes the current
+/// columns).
+const REFILL_FTS_AT: i64 = 2;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -95,5 +119,28 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), EmbeddedError> {
         tx.execute("UPDATE schema_version SET version = ?1", [i as i64 + 1])
             .map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
     }
+    if found < REFILL_FTS_AT {
+        refill_fts(&tx)?;
+    }
     tx.commit().map_err(EmbeddedError::sqlite(OPEN_OPERATION))
+}
+
+/// Writes the `chunks_fts` row of every chunk (none in a new store).
+fn refill_fts(conn: &Connection) -> Result<(), EmbeddedError> {
+    let err = || EmbeddedError::sqlite(OPEN_OPERATION);
+    let mut insert = conn.prepare(&fts::insert_statement()).map_err(err())?;
+    let mut select = conn.prepare("SELECT pk, document, metadata FROM chunks").map_err(err())?;
+    let mut rows = select.query([]).map_err(err())?;
+    while let Some(row) = rows.next().map_err(err())? {
+        let (pk, document, metadata): (i64, String, String) =
+            (row.get(0).map_err(err())?, row.get(1).map_err(err())?, row.get(2).map_err(err())?);
+        let metadata: Metadata = serde_json::from_str(&metadata).map_err(|e| EmbeddedError::Corrupt {
+            operation: OPEN_OPERATION,
+            pk,
+            detail: format!("metadata: {e}"),
+        })?;
+        let [body, idents, stems, names] = fts::columns(&document, &metadata);
+        insert.execute(rusqlite::params![pk, body, idents, stems, names]).map_err(err())?;
+    }
+    Ok(())
 }

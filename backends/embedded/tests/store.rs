@@ -520,6 +520,36 @@ fn a_newer_schema_is_refused() {
     );
 }
 
+#[test]
+fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = [record("p", "acme", "widgets", "main", "src/opts.rs", "fn parsed_flags() {}", vec![1.0, 0.0])];
+    drop(filled(dir.path(), &records));
+    // What a version-1 build left: the full-text table without the stems and
+    // names columns.
+    let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
+    conn.execute_batch(
+        "DROP TABLE chunks_fts;
+         CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, idents, content = '', contentless_delete = 1,
+             tokenize = 'unicode61 remove_diacritics 2');
+         INSERT INTO chunks_fts (rowid, body, idents) SELECT pk, document, '' FROM chunks;
+         UPDATE schema_version SET version = 1;",
+    )
+    .unwrap();
+    drop(conn);
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let version: i64 = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE))
+        .unwrap()
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, rr_embedded::SCHEMA_VERSION);
+    assert!(store.check().unwrap().is_consistent());
+    // "parsing" meets "parsed" only through the stems column (`pars`), which
+    // the refill wrote.
+    let hits = store.lexical_search("parsing", &SearchFilter::default(), 5).unwrap();
+    assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["p"]);
+}
+
 #[tokio::test]
 async fn traits_drive_the_store() {
     let dir = tempfile::tempdir().unwrap();

@@ -533,6 +533,15 @@ impl McpStdio {
         stdin.flush().await.expect("flush the server's stdin");
     }
 
+    /// Writes one line of raw bytes (a newline is appended): for malformed input.
+    pub async fn send_bytes(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin was closed");
+        let mut data = bytes.to_vec();
+        data.push(b'\n');
+        stdin.write_all(&data).await.expect("write to the server's stdin");
+        stdin.flush().await.expect("flush the server's stdin");
+    }
+
     /// Writes one JSON-RPC message.
     pub async fn send(&mut self, message: &Value) {
         self.send_line(&message.to_string()).await
@@ -1310,4 +1319,26 @@ pub fn serve_git(base: &Path) -> (Daemon, u16) {
         std::thread::sleep(Duration::from_millis(50));
     }
     (Daemon(child), port)
+}
+
+// ---------------------------------------------------------------------------------------------
+// In process: rmcp's client over a pipe to the server's stdio transport
+// ---------------------------------------------------------------------------------------------
+
+/// An rmcp client session with `server`, served in this process by `rr_mcp::stdio` over an
+/// in-memory pipe (the same framing as the binary's stdin and stdout).
+pub async fn in_process(server: rr_mcp::McpServer) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    use rmcp::ServiceExt as _;
+    let (client_end, server_end) = tokio::io::duplex(1 << 20);
+    let (server_read, server_write) = tokio::io::split(server_end);
+    tokio::spawn(rr_mcp::stdio::serve_io(server, server_read, server_write));
+    ().serve(tokio::io::split(client_end)).await.expect("initialize the in-process MCP session")
+}
+
+/// The JSON-RPC error of a failed rmcp client call.
+pub fn rpc_error(error: rmcp::ServiceError) -> rmcp::ErrorData {
+    match error {
+        rmcp::ServiceError::McpError(e) => e,
+        other => panic!("expected a JSON-RPC error, got {other}"),
+    }
 }

@@ -1,0 +1,400 @@
+//! The check every incoming message passes before rmcp decodes it.
+//!
+//! rmcp decodes a message into typed structs in one step, and a message that
+//! does not fit is dropped (stdio) or refused without a JSON-RPC answer
+//! (HTTP). The contract wants more: an error carrying the request's id
+//! whenever that id can be read, and ids echoed exactly, including numbers
+//! rmcp's `i64` ids cannot hold. So the envelope (`jsonrpc`, `id`, `method`)
+//! is read first with serde_json's raw values, which skip over the rest of
+//! the message without interpreting it (a lone surrogate or `1e400` in the
+//! arguments does not hide the id), and:
+//!
+//! - a message that cannot be decoded gets `-32700` (not JSON) or `-32600`
+//!   (not a request: wrong tag, id or method) or `-32602` (a known method
+//!   with params of the wrong shape), with its id when readable;
+//! - an id rmcp cannot hold is swapped for a string placeholder on the way
+//!   in and put back, as the client's original text, on the way out.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::search::quote;
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// The parts of a message read before anything else.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+/// An id as the client wrote it, when rmcp cannot carry it: rmcp sees
+/// `placeholder` instead.
+#[derive(Debug, Clone)]
+pub struct KeptId {
+    pub placeholder: String,
+    pub original: Box<RawValue>,
+}
+
+/// What to do with one incoming message.
+#[derive(Debug)]
+pub enum Verdict {
+    /// Hand it to rmcp; `kept` is set when its id was swapped.
+    Forward {
+        message: Box<ClientJsonRpcMessage>,
+        method: Option<String>,
+        id: Option<Box<RawValue>>,
+        kept: Option<KeptId>,
+    },
+    /// Answer at once with this JSON-RPC error frame; rmcp never sees it.
+    Answer(String),
+    /// Nothing to answer: a notification that is not one rmcp knows how to
+    /// read, or a blank line.
+    Ignore,
+}
+
+/// Numbers the placeholders of kept ids (unique per process).
+static NEXT_PLACEHOLDER: AtomicU64 = AtomicU64::new(1);
+
+#[derive(Serialize)]
+struct ErrorFrame<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a RawValue>,
+    error: ErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: i64,
+    message: &'a str,
+}
+
+/// `{"jsonrpc":"2.0","id":…,"error":{"code":…,"message":…}}`; the id is
+/// written as the client wrote it, `null` when it could not be read.
+pub fn error_frame(id: Option<&RawValue>, code: i64, message: &str) -> String {
+    serde_json::to_string(&ErrorFrame { jsonrpc: "2.0", id, error: ErrorBody { code, message } }).unwrap_or_else(|_| {
+        format!("{{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{{\"code\":{code},\"message\":\"\"}}}}")
+    })
+}
+
+/// How rmcp can hold an id.
+enum IdShape {
+    /// A string or an `i64`: as is.
+    Native,
+    /// Any other number, or a string rmcp's decoder refuses: swapped.
+    Kept,
+    /// `null`, a boolean, an array or an object: not an id.
+    Invalid,
+}
+
+fn id_shape(raw: &RawValue) -> IdShape {
+    let text = raw.get();
+    match text.as_bytes().first() {
+        Some(b'"') => match serde_json::from_str::<String>(text) {
+            Ok(_) => IdShape::Native,
+            Err(_) => IdShape::Kept,
+        },
+        // rmcp writes an `i64` back in its canonical form: `-0` or `1E2` would change.
+        Some(b'-' | b'0'..=b'9') => match text.parse::<i64>() {
+            Ok(n) if n.to_string() == text => IdShape::Native,
+            _ => IdShape::Kept,
+        },
+        _ => IdShape::Invalid,
+    }
+}
+
+/// Requests rmcp decodes into typed params: a decoding failure of one of
+/// these is the params' fault (`-32602`), not the message's.
+fn is_typed_method(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "tools/list"
+            | "tools/call"
+            | "logging/setLevel"
+            | "resources/list"
+            | "resources/read"
+            | "resources/templates/list"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+            | "prompts/list"
+            | "prompts/get"
+            | "completion/complete"
+    )
+}
+
+/// Inspects one message (the bytes of a stdio line or an HTTP body).
+pub fn inspect(bytes: &[u8]) -> Verdict {
+    let (text, utf8) = match std::str::from_utf8(bytes) {
+        Ok(t) => (std::borrow::Cow::Borrowed(t), true),
+        Err(_) => (String::from_utf8_lossy(bytes), false),
+    };
+    let text = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    if text.is_empty() {
+        return Verdict::Ignore;
+    }
+    // A derived struct would also read a JSON array, field by field.
+    let envelope = match serde_json::from_str::<Envelope<'_>>(text) {
+        Ok(e) if text.starts_with('{') => e,
+        Ok(_) => return unreadable(text, None),
+        Err(e) => return unreadable(text, Some(e)),
+    };
+    let id = envelope.id.filter(|raw| raw.get() != "null");
+    let id_shape = id.map(id_shape);
+    let readable_id = match id_shape {
+        Some(IdShape::Native | IdShape::Kept) => id,
+        _ => None,
+    };
+    let answer = |code: i64, message: &str| Verdict::Answer(error_frame(readable_id, code, message));
+    if !utf8 {
+        return match id {
+            Some(_) => answer(PARSE_ERROR, "parse error: the message is not valid UTF-8"),
+            None => Verdict::Ignore,
+        };
+    }
+    if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
+        return answer(INVALID_REQUEST, "invalid request: \"jsonrpc\" must be \"2.0\"");
+    }
+    if matches!(id_shape, Some(IdShape::Invalid)) {
+        return answer(INVALID_REQUEST, "invalid request: \"id\" must be a string or a number");
+    }
+    let method = match envelope.method.map(|m| serde_json::from_str::<String>(m.get())) {
+        Some(Ok(m)) => Some(m),
+        Some(Err(_)) => return answer(INVALID_REQUEST, "invalid request: \"method\" must be a string"),
+        None => None,
+    };
+    match (&method, id) {
+        (None, None) => return Verdict::Ignore,
+        (None, Some(_)) if envelope.result.is_none() && envelope.error.is_none() => {
+            return answer(INVALID_REQUEST, "invalid request: a request needs a \"method\"");
+        }
+        (Some(m), Some(_)) if m.starts_with("notifications/") => {
+            return answer(INVALID_REQUEST, &format!("invalid request: unexpected id for {}", quote(m)));
+        }
+        _ => {}
+    }
+    let kept = match (id, id_shape) {
+        (Some(original), Some(IdShape::Kept)) => Some(KeptId {
+            placeholder: format!("\u{1}rr-id-{}", NEXT_PLACEHOLDER.fetch_add(1, Ordering::Relaxed)),
+            original: original.to_owned(),
+        }),
+        _ => None,
+    };
+    let decoded = match &kept {
+        None => serde_json::from_str::<ClientJsonRpcMessage>(text),
+        // The id's text is a slice of `text` (a borrowed raw value): the placeholder takes its
+        // place there, so nothing else of the message is re-encoded (an id such as `1e400`
+        // has no `serde_json::Value` to go through).
+        Some(kept) => {
+            let raw = id.map(RawValue::get).unwrap_or_default();
+            let start = (raw.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+            let swapped = format!("{}{}{}", &text[..start], quote(&kept.placeholder), &text[start + raw.len()..]);
+            serde_json::from_str::<ClientJsonRpcMessage>(&swapped)
+        }
+    };
+    match decoded {
+        // rmcp reads a known method whose params do not fit as a custom one.
+        Ok(ClientJsonRpcMessage::Request(request)) if matches!(&request.request, ClientRequest::CustomRequest(c) if is_typed_method(&c.method)) =>
+        {
+            let m = request.request.method().to_owned();
+            match with_lenient_defaults(&m, ClientJsonRpcMessage::Request(request)) {
+                Some(message) => Verdict::Forward {
+                    message: Box::new(message),
+                    method,
+                    id: readable_id.map(RawValue::to_owned),
+                    kept,
+                },
+                None => answer(
+                    INVALID_PARAMS,
+                    &format!("invalid params for {}: they do not have the method's shape", quote(&m)),
+                ),
+            }
+        }
+        Ok(message) => {
+            Verdict::Forward { message: Box::new(message), method, id: readable_id.map(RawValue::to_owned), kept }
+        }
+        Err(_) if id.is_none() => Verdict::Ignore,
+        Err(e) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() || !is_json(text) => {
+            answer(PARSE_ERROR, &format!("parse error: {e}"))
+        }
+        Err(e) => match &method {
+            Some(m) if is_typed_method(m) => answer(INVALID_PARAMS, &format!("invalid params for {}: {e}", quote(m))),
+            _ => answer(INVALID_REQUEST, &format!("invalid request: {e}")),
+        },
+    }
+}
+
+/// Fields rmcp requires that the reference does not: an `initialize`
+/// without a `protocolVersion` (answered with the fallback version), a
+/// `tools/call` without a `name` (answered "unknown tool").
+fn with_lenient_defaults(method: &str, message: ClientJsonRpcMessage) -> Option<ClientJsonRpcMessage> {
+    let defaults = match method {
+        "initialize" => {
+            serde_json::json!({"protocolVersion": "", "capabilities": {}, "clientInfo": {"name": "", "version": ""}})
+        }
+        "tools/call" => serde_json::json!({"name": ""}),
+        _ => return None,
+    };
+    let mut value = serde_json::to_value(&message).ok()?;
+    let params = value.get_mut("params")?.as_object_mut()?;
+    for (key, default) in defaults.as_object()? {
+        params.entry(key.clone()).or_insert_with(|| default.clone());
+    }
+    match serde_json::from_value::<ClientJsonRpcMessage>(value).ok()? {
+        ClientJsonRpcMessage::Request(r) if matches!(r.request, ClientRequest::CustomRequest(_)) => None,
+        message => Some(message),
+    }
+}
+
+/// Whether `text` is JSON that serde_json can hold as values (no lone
+/// surrogates, no numbers beyond `f64`).
+fn is_json(text: &str) -> bool {
+    serde_json::from_str::<Value>(text).is_ok()
+}
+
+/// The answer to a message whose envelope cannot be read.
+fn unreadable(text: &str, e: Option<serde_json::Error>) -> Verdict {
+    let e = e.map(|e| e.to_string()).unwrap_or_else(|| "not a JSON object".into());
+    let frame = match text.as_bytes().first() {
+        Some(b'[') if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
+            error_frame(None, INVALID_REQUEST, "invalid request: batches are not supported")
+        }
+        // Valid JSON whose envelope a derived reader refuses: a duplicated key.
+        Some(b'{') => match serde_json::from_str::<Map<String, Value>>(text) {
+            Ok(map) => {
+                let id = map
+                    .get("id")
+                    .filter(|id| id.is_string() || id.is_number())
+                    .and_then(|id| serde_json::value::to_raw_value(id).ok());
+                error_frame(id.as_deref(), INVALID_REQUEST, &format!("invalid request: {e}"))
+            }
+            Err(_) => error_frame(None, PARSE_ERROR, &format!("parse error: {e}")),
+        },
+        _ if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
+            error_frame(None, INVALID_REQUEST, "invalid request: a message must be a JSON object")
+        }
+        _ => error_frame(None, PARSE_ERROR, &format!("parse error: {e}")),
+    };
+    Verdict::Answer(frame)
+}
+
+/// Encodes an outgoing message; a response to a kept id gets the client's
+/// original id text back.
+pub fn encode(message: &ServerJsonRpcMessage, kept: impl FnOnce(&str) -> Option<Box<RawValue>>) -> String {
+    match serde_json::to_value(message) {
+        Ok(value) => restore_id(value, kept),
+        Err(e) => error_frame(None, -32603, &format!("internal error: {e}")),
+    }
+}
+
+/// Encodes a JSON-RPC message whose `id` may be a placeholder of
+/// [`KeptId`]: `kept` maps the placeholder back to the client's id text.
+pub fn restore_id(value: Value, kept: impl FnOnce(&str) -> Option<Box<RawValue>>) -> String {
+    let original = value.get("id").and_then(Value::as_str).filter(|s| s.starts_with('\u{1}')).and_then(kept);
+    match (original, value) {
+        (Some(original), Value::Object(mut map)) => {
+            map.remove("id");
+            #[derive(Serialize)]
+            struct WithId<'a> {
+                id: &'a RawValue,
+                #[serde(flatten)]
+                rest: &'a Map<String, Value>,
+            }
+            serde_json::to_string(&WithId { id: &original, rest: &map }).unwrap_or_default()
+        }
+        (_, value) => serde_json::to_string(&value).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(line: &str) -> Value {
+        match inspect(line.as_bytes()) {
+            Verdict::Answer(frame) => serde_json::from_str(&frame).unwrap(),
+            other => panic!("{line}: expected an answer, got {other:?}"),
+        }
+    }
+
+    fn code_and_id(line: &str) -> (i64, String) {
+        let v = answer(line);
+        (v["error"]["code"].as_i64().unwrap(), v["id"].to_string())
+    }
+
+    #[test]
+    fn unreadable_messages_get_errors_with_their_ids() {
+        assert_eq!(code_and_id("{not json"), (PARSE_ERROR, "null".into()));
+        assert_eq!(code_and_id("[1,2]"), (INVALID_REQUEST, "null".into()));
+        assert_eq!(code_and_id("7"), (INVALID_REQUEST, "null".into()));
+        assert_eq!(code_and_id(r#"{"jsonrpc":"2.0","id":3,"id":4,"method":"ping"}"#), (INVALID_REQUEST, "4".into()));
+        assert_eq!(code_and_id(r#"{"jsonrpc":"1.0","id":3,"method":"ping"}"#), (INVALID_REQUEST, "3".into()));
+        assert_eq!(code_and_id(r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#), (INVALID_REQUEST, "null".into()));
+        assert_eq!(code_and_id(r#"{"jsonrpc":"2.0","id":4,"method":5}"#), (INVALID_REQUEST, "4".into()));
+        assert_eq!(code_and_id(r#"{"jsonrpc":"2.0","id":"x"}"#), (INVALID_REQUEST, "\"x\"".into()));
+        // A lone surrogate or a number beyond f64 in the arguments: the id is still read.
+        let surrogate = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"search","arguments":{"query":"\ud800"}}}"#;
+        assert_eq!(code_and_id(surrogate), (PARSE_ERROR, "9".into()));
+        let huge = r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"search","arguments":{"query":"x","limit":1e400}}}"#;
+        assert_eq!(code_and_id(huge), (PARSE_ERROR, "10".into()));
+        let wrong = r#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":5}}"#;
+        assert_eq!(code_and_id(wrong), (INVALID_PARAMS, "11".into()));
+    }
+
+    #[test]
+    fn non_utf8_bytes_are_answered_when_the_id_can_be_read() {
+        let mut line = br#"{"jsonrpc":"2.0","id":12,"method":"ping","params":{"x":""#.to_vec();
+        line.extend_from_slice(b"\xff\"}}");
+        let Verdict::Answer(frame) = inspect(&line) else { panic!("expected an answer") };
+        let v: Value = serde_json::from_str(&frame).unwrap();
+        assert_eq!((v["id"].as_i64(), v["error"]["code"].as_i64()), (Some(12), Some(PARSE_ERROR)));
+        assert!(matches!(inspect(b"\xff\xfe"), Verdict::Answer(_) | Verdict::Ignore));
+    }
+
+    #[test]
+    fn ids_rmcp_cannot_hold_come_back_as_written() {
+        for id in ["123456789012345678901234567890", "1.5", "-0.25", "1e3", "18446744073709551616", "-0", "1e400"] {
+            let line = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let Verdict::Forward { message, kept: Some(kept), .. } = inspect(line.as_bytes()) else {
+                panic!("{id}: expected a kept id")
+            };
+            assert_eq!(kept.original.get(), id);
+            let ClientJsonRpcMessage::Request(request) = *message else { panic!("a request") };
+            let reply = ServerJsonRpcMessage::response(
+                rmcp::model::ServerResult::EmptyResult(rmcp::model::EmptyResult {}),
+                request.id,
+            );
+            let encoded = encode(&reply, |p| (p == kept.placeholder).then(|| kept.original.clone()));
+            assert!(encoded.contains(&format!("\"id\":{id}")), "{encoded}");
+        }
+        // Ordinary ids are passed through untouched.
+        let Verdict::Forward { kept: None, .. } = inspect(br#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#) else {
+            panic!("a native id")
+        };
+    }
+
+    #[test]
+    fn notifications_that_cannot_be_read_are_ignored() {
+        assert!(matches!(
+            inspect(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#),
+            Verdict::Ignore
+        ));
+        assert!(matches!(inspect(b"   "), Verdict::Ignore));
+    }
+}

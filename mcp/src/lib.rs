@@ -1,0 +1,45 @@
+//! The MCP surface of repo-retriever, on rmcp (the official Rust SDK).
+//!
+//! rmcp owns the protocol: message types, the `initialize` handshake and
+//! version negotiation, request concurrency, `notifications/cancelled`, and
+//! the Streamable HTTP service. This crate adds what a drop-in for the
+//! reference server needs on top of it:
+//!
+//! - [`server::McpServer`], the `ServerHandler`: the `search` tool and, when
+//!   a [`server::Navigation`] is attached, the navigation tools and
+//!   resources, routed through an rmcp `ToolRouter` whose input schemas are
+//!   derived from typed argument structs;
+//! - [`frame`], a check in front of rmcp's typed decoding: every message
+//!   rmcp would refuse without an answer (broken JSON, invalid UTF-8, ids
+//!   beyond 64 bits or fractional, a wrong `jsonrpc` tag, batches) gets a
+//!   JSON-RPC error carrying the request's id when it can be read, and ids
+//!   rmcp cannot hold travel through it as their original text;
+//! - [`stdio`], newline-delimited JSON-RPC framing with a length cap and the
+//!   session gate of the reference (one `initialize`, then requests);
+//! - [`http`], rmcp's stateless Streamable HTTP service (JSON responses) in
+//!   axum, behind tower layers for the Host guard, the per-request log line,
+//!   the body cap and read timeouts, the rate limit, and the framing check.
+
+pub mod frame;
+pub mod http;
+pub mod ratelimit;
+pub mod search;
+pub mod server;
+pub mod stdio;
+
+use std::borrow::Cow;
+
+pub use search::{ErrorText, ToolLog, ToolOutcome};
+pub use server::{McpServer, Navigation};
+
+/// Characters of an argument quoted back in an error message.
+pub const SHOWN_CHARS: usize = 100;
+
+/// `text` as an error message may quote it: whole when short, else its
+/// first [`SHOWN_CHARS`] characters and `…`.
+pub fn shown(text: &str) -> Cow<'_, str> {
+    match text.char_indices().nth(SHOWN_CHARS) {
+        Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
+        None => Cow::Borrowed(text),
+    }
+}

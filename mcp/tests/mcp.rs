@@ -1,0 +1,236 @@
+//! The MCP layer against faults no real backend produces on demand: a search that never ends
+//! (cancellation must stop it), and HTTP clients that trickle their bytes (the read timeouts must
+//! cut them off). The backends are stand-ins for exactly those faults; everything else about the
+//! tools runs against a real Chroma in the server crate's tests.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use rr_core::{
+    BackendError, CallContext, Candidate, Embedder, PipelineOptions, SearchEngine, VectorQuery, VectorStore,
+};
+use rr_mcp::McpServer;
+use rr_mcp::http::{self, HttpOptions, LocalAddr};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tower::ServiceExt as _;
+
+/// A store whose queries may never finish; it records how many started and whether one was
+/// dropped.
+#[derive(Default)]
+struct Hang {
+    started: AtomicUsize,
+    dropped: Arc<AtomicBool>,
+    hang: bool,
+}
+
+struct SetOnDrop(Arc<AtomicBool>);
+
+impl Drop for SetOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+#[async_trait]
+impl Embedder for Hang {
+    fn name(&self) -> &str {
+        "hang"
+    }
+    async fn embed(&self, inputs: &[String], _: &CallContext) -> Result<Vec<Vec<f32>>, BackendError> {
+        Ok(inputs.iter().map(|_| vec![1.0]).collect())
+    }
+}
+
+#[async_trait]
+impl VectorStore for Hang {
+    fn name(&self) -> &str {
+        "hang"
+    }
+    async fn query(&self, _: &VectorQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+        self.started.fetch_add(1, Ordering::SeqCst);
+        let _guard = SetOnDrop(self.dropped.clone());
+        if self.hang {
+            std::future::pending::<()>().await;
+        }
+        Ok(Vec::new())
+    }
+}
+
+fn server(store: Arc<Hang>) -> McpServer {
+    let engine = SearchEngine::new(store.clone(), store, None, PipelineOptions::default());
+    McpServer::builder(engine, "repo-retriever", "test").build()
+}
+
+/// A stdio session in this process, driven by raw lines.
+struct Session {
+    input: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    output: tokio::io::Lines<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+}
+
+impl Session {
+    fn start(server: McpServer) -> Session {
+        let (client, server_end) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(server_end);
+        tokio::spawn(rr_mcp::stdio::serve_io(server, read, write));
+        let (output, input) = tokio::io::split(client);
+        Session { input, output: BufReader::new(output).lines() }
+    }
+
+    async fn send(&mut self, line: &str) {
+        self.input.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+    }
+
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(10), self.output.next_line()).await.unwrap().unwrap();
+        serde_json::from_str(&line.expect("a line")).unwrap()
+    }
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+/// Issue 10: `notifications/cancelled` reaches the running search: its store query is dropped,
+/// the request is not answered, and the session goes on.
+#[tokio::test]
+async fn issue10_cancellation_stops_the_running_search() {
+    let store = Arc::new(Hang { hang: true, ..Hang::default() });
+    let mut s = Session::start(server(store.clone()));
+    s.send(INITIALIZE).await;
+    assert_eq!(s.next().await["id"], 0);
+    s.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    s.send(
+        r#"{"jsonrpc":"2.0","id":"slow","method":"tools/call","params":{"name":"search","arguments":{"query":"x"}}}"#,
+    )
+    .await;
+    let started = Instant::now();
+    while store.started.load(Ordering::SeqCst) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the search never reached the store");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!store.dropped.load(Ordering::SeqCst));
+    s.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"slow","reason":"user"}}"#)
+        .await;
+    while !store.dropped.load(Ordering::SeqCst) {
+        assert!(started.elapsed() < Duration::from_secs(10), "the cancelled search kept running");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    s.send(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#).await;
+    // The next frame answers the ping: the cancelled request gets none.
+    assert_eq!(s.next().await, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+}
+
+fn post(body: &str, host: &str, peer: &str, local: &str) -> axum::http::Request<Body> {
+    let mut request = axum::http::Request::post("/mcp")
+        .header("host", host)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let connection = LocalAddr(Some(local.parse().unwrap()), Some(peer.parse().unwrap()));
+    request.extensions_mut().insert(ConnectInfo(connection));
+    request
+}
+
+async fn send(app: &axum::Router, request: axum::http::Request<Body>) -> (u16, String) {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+
+/// Issue #2: bound to all interfaces, a client that reached a non-loopback address may send any
+/// Host; one that arrived on a loopback address (IPv4, IPv6 or IPv4-mapped) may not, as in the
+/// reference, whose guard looks at the connection's local address.
+#[tokio::test]
+async fn issue2_host_guard_depends_on_the_local_address_reached() {
+    let app = http::router(server(Arc::new(Hang::default())), HttpOptions::default());
+    let peer = "203.0.113.9:5555";
+    for local in ["192.0.2.2:8080", "[2001:db8::1]:8080"] {
+        let (status, body) = send(&app, post(PING, "evil.com", peer, local)).await;
+        let pong = json!({"jsonrpc": "2.0", "id": 1, "result": {}});
+        assert_eq!((status, serde_json::from_str::<Value>(&body).unwrap()), (200, pong), "{local}");
+    }
+    for local in ["127.0.0.1:8080", "[::1]:8080", "[::ffff:127.0.0.1]:8080"] {
+        let (status, body) = send(&app, post(PING, "evil.com", peer, local)).await;
+        assert_eq!((status, body.as_str()), (403, "Forbidden: invalid Host header \"evil.com\"\n"), "{local}");
+    }
+}
+
+/// Tool calls over the per-address limit get a tool error with a retry hint; other requests and
+/// other addresses are not counted.
+#[tokio::test]
+async fn issue5_rate_limit_is_a_tool_error_with_a_retry_hint() {
+    let app = http::router(server(Arc::new(Hang::default())), HttpOptions { rate_limit: Some(2) });
+    let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"}}}"#;
+    let local = "127.0.0.1:8080";
+    let mut results = Vec::new();
+    for _ in 0..3 {
+        send(&app, post(PING, "localhost", "192.0.2.7:1", local)).await;
+        let (_, body) = send(&app, post(call, "localhost", "192.0.2.7:1", local)).await;
+        results.push(serde_json::from_str::<Value>(&body).unwrap());
+    }
+    assert!(results[1]["result"].get("isError").is_none(), "{}", results[1]);
+    assert_eq!(results[2]["id"], 7);
+    assert_eq!(results[2]["result"]["isError"], true);
+    assert_eq!(
+        results[2]["result"]["content"][0]["text"],
+        "Rate limit exceeded: at most 2 tool calls per minute per client address. Retry in 60 seconds."
+    );
+    let (_, body) = send(&app, post(call, "localhost", "192.0.2.8:1", local)).await;
+    assert!(serde_json::from_str::<Value>(&body).unwrap()["result"].get("isError").is_none(), "{body}");
+}
+
+async fn listening() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(http::serve(listener, server(Arc::new(Hang::default())), HttpOptions::default()));
+    addr
+}
+
+/// Sends `head`, then one byte of `rest` every 2 s; returns what the server answered and when it
+/// closed the connection.
+async fn trickle(addr: &str, head: &str, rest: &[u8]) -> (String, Duration) {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let (mut read, mut write) = stream.into_split();
+    let bytes = rest.to_vec();
+    let writer = tokio::spawn(async move {
+        for b in bytes {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            if write.write_all(&[b]).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut reply = Vec::new();
+    let limit = http::HEADER_READ_TIMEOUT.max(http::BODY_READ_TIMEOUT) + Duration::from_secs(8);
+    let finished = tokio::time::timeout(limit, read.read_to_end(&mut reply)).await;
+    writer.abort();
+    assert!(finished.is_ok(), "the connection was still open after {limit:?}");
+    (String::from_utf8_lossy(&reply).into_owned(), started.elapsed())
+}
+
+/// Issue 10: a client that sends its headers a byte every 2 s is cut off.
+#[tokio::test]
+async fn issue10_slow_headers_are_cut_off() {
+    let addr = listening().await;
+    let (_, took) = trickle(&addr, "POST /mcp HTTP/1.1\r\nHost: localhost\r\n", &[b'X'; 60]).await;
+    assert!(took < http::HEADER_READ_TIMEOUT + Duration::from_secs(4), "{took:?}");
+}
+
+/// Issue 10: a client that sends its body a byte every 2 s is answered 408 and cut off.
+#[tokio::test]
+async fn issue10_slow_bodies_are_cut_off() {
+    let addr = listening().await;
+    let head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 60\r\n\r\n";
+    let (reply, took) = trickle(&addr, head, &[b' '; 60]).await;
+    assert!(reply.starts_with("HTTP/1.1 408 "), "{reply}");
+    assert!(took < http::BODY_READ_TIMEOUT + Duration::from_secs(4), "{took:?}");
+}

@@ -1,0 +1,60 @@
+//! The navigation tools as the MCP layer serves them: [`rr_mcp::Navigation`]
+//! over a [`NavService`].
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rmcp::model::{Tool, ToolAnnotations};
+use serde_json::Value;
+
+use crate::nav::{self, NavService};
+
+/// A [`NavService`] behind the MCP layer's trait.
+#[derive(Debug, Clone)]
+pub struct NavTools(pub Arc<NavService>);
+
+/// The navigation tools' `tools/list` entries, in their order.
+pub fn tool_definitions() -> Vec<Tool> {
+    nav::TOOLS
+        .iter()
+        .map(|def| {
+            let schema = nav::schema::args::input_schema(def.name);
+            let mut tool = Tool::new(def.name, def.description, Arc::new(schema));
+            tool.title = Some(def.title.into());
+            let mut annotations = ToolAnnotations::default();
+            annotations.destructive_hint = Some(false);
+            annotations.idempotent_hint = Some(def.read_only);
+            annotations.open_world_hint = Some(!def.read_only);
+            annotations.read_only_hint = Some(def.read_only);
+            tool.annotations = Some(annotations);
+            tool
+        })
+        .collect()
+}
+
+#[async_trait]
+impl rr_mcp::Navigation for NavTools {
+    fn tools(&self) -> Vec<Tool> {
+        tool_definitions()
+    }
+
+    async fn call(&self, name: &str, arguments: Option<&Value>) -> Option<Result<String, String>> {
+        self.0.call(name, arguments).await
+    }
+
+    fn resources(&self) -> Value {
+        nav::repos::resources_list()
+    }
+
+    fn resource_templates(&self) -> Value {
+        nav::repos::resource_templates()
+    }
+
+    async fn read_resource(&self, uri: &str) -> Result<String, String> {
+        let nav = self.0.clone();
+        let uri = uri.to_owned();
+        tokio::task::spawn_blocking(move || nav::repos::read_resource(&nav, &uri))
+            .await
+            .unwrap_or_else(|e| Err(e.to_string()))
+    }
+}
