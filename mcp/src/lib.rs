@@ -22,24 +22,12 @@
 
 pub mod frame;
 pub mod http;
+pub mod quote;
 pub mod ratelimit;
 pub mod search;
 pub mod server;
 pub mod stdio;
 
-use std::borrow::Cow;
-
+pub use quote::{SHOWN_CHARS, shown};
 pub use search::{ErrorText, ToolLog, ToolOutcome};
 pub use server::{McpServer, Navigation};
-
-/// Characters of an argument quoted back in an error message.
-pub const SHOWN_CHARS: usize = 100;
-
-/// `text` as an error message may quote it: whole when short, else its
-/// first [`SHOWN_CHARS`] characters and `…`.
-pub fn shown(text: &str) -> Cow<'_, str> {
-    match text.char_indices().nth(SHOWN_CHARS) {
-        Some((end, _)) => Cow::Owned(format!("{}…", &text[..end])),
-        None => Cow::Borrowed(text),
-    }
-}

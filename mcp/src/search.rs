@@ -11,7 +11,7 @@ use rr_core::{ArgLimits, CallContext, SearchArgs, SearchEngine, SearchOutcome};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::shown;
+use crate::quote::shown;
 
 pub const TOOL_NAME: &str = "search";
 pub const TITLE: &str = "Search Repository Content";

@@ -14,6 +14,7 @@
 pub mod add_repository;
 pub mod address;
 pub mod analyze;
+pub mod args;
 pub mod catalog;
 pub mod chroma;
 pub mod dispatch;

@@ -18,7 +18,7 @@ pub fn tool_definitions() -> Vec<Tool> {
     nav::TOOLS
         .iter()
         .map(|def| {
-            let schema = nav::schema::args::input_schema(def.name);
+            let schema = nav::args::input_schema(def.name);
             let mut tool = Tool::new(def.name, def.description, Arc::new(schema));
             tool.title = Some(def.title.into());
             let mut annotations = ToolAnnotations::default();

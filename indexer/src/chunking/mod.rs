@@ -19,11 +19,10 @@ mod splitter;
 mod types;
 
 pub use code::grammar;
-pub use options::ChunkingOptions;
+pub use options::{ChunkingOptions, ChunkingScheme};
 pub use reference::chunk_document;
 pub(crate) use semantic::chunk_semantic;
-pub use semantic::{ChunkingScheme, SEMANTIC_CHUNKING_VERSION};
-pub use types::{CHUNKING_VERSION, ChunkError, TextChunk};
+pub use types::{CHUNKING_VERSION, ChunkError, SEMANTIC_CHUNKING_VERSION, TextChunk};
 
 // The semantic rules build on the reference's units, packing and splitting.
 pub(crate) use reference::{

@@ -37,22 +37,15 @@
 //! carry it (see [`crate::chunking_record_id`]), so a store re-indexed with
 //! the other chunking has every record rewritten, none silently kept.
 
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
 use tree_sitter::Node;
 
 use super::{
-    CHUNKING_VERSION, ChunkError, ChunkingOptions, LineIndex, PrefixTokens, Span, TextChunk, budget_after_prefix, code,
-    fits, markdown, pack_markdown_blocks, pieces_to_chunks, prose,
+    ChunkError, ChunkingOptions, LineIndex, PrefixTokens, Span, TextChunk, budget_after_prefix, code, fits, markdown,
+    pack_markdown_blocks, pieces_to_chunks, prose,
 };
 use crate::classify::Strategy;
 use crate::pytext;
 use crate::tokens::TokenCounter;
-
-/// The version of the semantic rules (metadata `chunking_version`).
-pub const SEMANTIC_CHUNKING_VERSION: i64 = 3;
 
 /// Units of at most this many non-blank lines merge with their small neighbours.
 pub const SMALL_LINES: usize = 3;
@@ -68,54 +61,6 @@ const MAX_BYTES_PER_TOKEN: usize = 8;
 pub(crate) const DENSE_STRATEGY: &str = "dense";
 /// The `chunking_strategy` of reST and AsciiDoc records.
 pub(crate) const SECTIONS_STRATEGY: &str = "sections";
-
-/// Which rules cut a document into chunks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChunkingScheme {
-    /// The reference indexer's chunking version 2: records identical to it.
-    #[default]
-    Reference,
-    /// Version 3 (see [the module](self)).
-    Semantic,
-}
-
-impl ChunkingScheme {
-    pub const ALL: [ChunkingScheme; 2] = [ChunkingScheme::Reference, ChunkingScheme::Semantic];
-
-    /// The name used on the command line and in store settings.
-    pub fn name(self) -> &'static str {
-        match self {
-            ChunkingScheme::Reference => "reference",
-            ChunkingScheme::Semantic => "semantic",
-        }
-    }
-
-    /// The `chunking_version` of its records.
-    pub fn version(self) -> i64 {
-        match self {
-            ChunkingScheme::Reference => CHUNKING_VERSION,
-            ChunkingScheme::Semantic => SEMANTIC_CHUNKING_VERSION,
-        }
-    }
-}
-
-impl fmt::Display for ChunkingScheme {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for ChunkingScheme {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|scheme| scheme.name() == s).ok_or_else(|| {
-            let names: Vec<&str> = Self::ALL.iter().map(|scheme| scheme.name()).collect();
-            format!("unknown chunking \"{s}\"; valid choices: {}", names.join(", "))
-        })
-    }
-}
 
 /// The chunks of a document and the `chunking_strategy` that made them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -381,6 +326,7 @@ fn floor_boundary(text: &str, mut at: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    use super::super::ChunkingScheme;
     use super::super::reference::tests::prefix;
     use super::*;
 

@@ -2,6 +2,8 @@
 
 /// The chunking version these rules implement (metadata `chunking_version`).
 pub const CHUNKING_VERSION: i64 = 2;
+/// The version of the semantic rules (metadata `chunking_version`).
+pub const SEMANTIC_CHUNKING_VERSION: i64 = 3;
 
 /// Why a document could not be chunked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
