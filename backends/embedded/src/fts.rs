@@ -11,6 +11,26 @@
 /// pasted file cannot turn into a huge query.
 const MAX_TERMS: usize = 64;
 
+/// One column of `chunks_fts`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Column {
+    pub name: &'static str,
+    /// Its weight in `bm25()`: each occurrence of a phrase in this column
+    /// counts this much towards the phrase's frequency.
+    pub weight: f64,
+}
+
+/// The columns of `chunks_fts`, in table order: the one place that says what
+/// the full-text index holds and how much each column weighs. Writes fill
+/// them from [`column_texts`]; every ranking (FTS5's `bm25()` and the
+/// scoring in `lexical.rs`) reads the weights from here.
+pub(crate) const COLUMNS: &[Column] = &[Column { name: "body", weight: 1.0 }, Column { name: "idents", weight: 1.0 }];
+
+/// The text of each of [`COLUMNS`] for a chunk's document, in table order.
+pub(crate) fn column_texts(document: &str) -> Vec<std::borrow::Cow<'_, str>> {
+    vec![document.into(), idents(document).into()]
+}
+
 /// The camelCase parts of the document's identifiers, lower-cased, for every
 /// identifier piece that has more than one part.
 pub(crate) fn idents(document: &str) -> String {
