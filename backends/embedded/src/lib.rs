@@ -282,11 +282,15 @@ impl Reader {
 impl Reader {
     fn forget_if_changed(&mut self, changes: u64) {
         if self.changes != changes {
-            self.document_frequency.clear();
-            self.stats = None;
-            self.postings.clear();
+            self.clear_caches();
             self.changes = changes;
         }
+    }
+
+    fn clear_caches(&mut self) {
+        self.document_frequency.clear();
+        self.stats = None;
+        self.postings.clear();
     }
 
     /// FTS5's table statistics, cached until the next change.
@@ -300,8 +304,9 @@ impl Reader {
 }
 
 /// How lexical search executes; the answers are the same.
+#[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum LexicalPlan {
+pub enum LexicalPlan {
     /// MaxScore over postings in memory (`postings.rs`).
     Postings,
     /// FTS5 scores every row it considers (`best_rows`): the execution the
@@ -411,19 +416,18 @@ impl EmbeddedStore {
         self.lexical_search_planned(query, filter, k, LexicalPlan::Postings)
     }
 
-    /// [`EmbeddedStore::lexical_search`] executed by FTS5's own plan alone
-    /// (same answer, slower): what the bench measures the default against.
+    /// Drops what lexical search keeps between writes (postings, row
+    /// lengths, document frequencies), as a write does: the bench measures
+    /// the first query after a change with it.
     #[doc(hidden)]
-    pub fn lexical_search_fts5_plan(
-        &self,
-        query: &str,
-        filter: &SearchFilter,
-        k: usize,
-    ) -> Result<Vec<Candidate>, EmbeddedError> {
-        self.lexical_search_planned(query, filter, k, LexicalPlan::Fts5)
+    pub fn forget_lexical_caches(&self) {
+        self.reader().clear_caches();
     }
 
-    fn lexical_search_planned(
+    /// [`EmbeddedStore::lexical_search`] executed by `plan` (the answer is
+    /// the same): the bench measures the default against FTS5's own plan.
+    #[doc(hidden)]
+    pub fn lexical_search_planned(
         &self,
         query: &str,
         filter: &SearchFilter,
@@ -463,21 +467,10 @@ impl EmbeddedStore {
         self.hybrid_search_planned(query, embedding, filter, k, options, LexicalPlan::Postings)
     }
 
-    /// [`EmbeddedStore::hybrid_search`] whose lexical ranking is executed by
-    /// FTS5's own plan alone (same answer, slower): what the bench measures
-    /// the default against.
+    /// [`EmbeddedStore::hybrid_search_with`] whose lexical ranking is
+    /// executed by `plan` (the answer is the same), for the bench.
     #[doc(hidden)]
-    pub fn hybrid_search_fts5_plan(
-        &self,
-        query: &str,
-        embedding: &[f32],
-        filter: &SearchFilter,
-        k: usize,
-    ) -> Result<Vec<Candidate>, EmbeddedError> {
-        self.hybrid_search_planned(query, embedding, filter, k, &HybridOptions::default(), LexicalPlan::Fts5)
-    }
-
-    fn hybrid_search_planned(
+    pub fn hybrid_search_planned(
         &self,
         query: &str,
         embedding: &[f32],

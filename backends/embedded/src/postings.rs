@@ -11,9 +11,11 @@
 //! So FTS5 is asked once per phrase, between writes, for the rows holding it
 //! (the doclist as FTS5 indexed it, so tokenization, columns and deletions
 //! are FTS5's own): a token's count per column from the `fts5vocab`
-//! `instance` table, or, for a phrase of several tokens or a tokenizer this
-//! module cannot vouch for, the phrase's `bm25()` term in each row (a
-//! one-phrase query returns exactly the term it adds to a longer one). Those
+//! `instance` table, or, for a phrase of several tokens, a token repeated
+//! so often that one row per document is cheaper to read than one per
+//! instance, or a tokenizer this module cannot vouch for, the phrase's
+//! `bm25()` term in each row (a one-phrase query returns exactly the term it
+//! adds to a longer one). Those
 //! postings stay in memory, sorted by pk, up to [`CACHE_BYTES`].
 //!
 //! A query then runs MaxScore over them: each phrase's list has an exact
@@ -33,14 +35,18 @@
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Arc, OnceLock};
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 
 use crate::fts::{self, Term};
 use crate::lexical::{self, RowSet, Scored, TableStats};
 
 /// Most bytes of postings kept between writes; the least recently used
 /// phrase's go first.
-pub(crate) const CACHE_BYTES: usize = 256 << 20;
+pub(crate) const CACHE_BYTES: usize = 128 << 20;
+/// The per-connection `fts5vocab` row table (see the store's `open`).
+const VOCABULARY: &str = "temp.chunks_fts_vocab";
+/// Instances per row above which a token is read as FTS5 scores it.
+const INSTANCES_PER_ROW: f64 = 2.0;
 /// Slack on bounds for the rounding of sums taken in another order.
 const BOUND_SLACK: f64 = 1e-9;
 
@@ -121,6 +127,17 @@ fn token_postings(conn: &Connection, instances: &str, token: &str) -> rusqlite::
     Ok(Some(Postings { pks, weights: Weights::Counts(counts), bound: OnceLock::new() }))
 }
 
+/// Whether `token` occurs more than [`INSTANCES_PER_ROW`] times per row
+/// holding it: its instance rows would then cost more to read than one row
+/// per document of [`phrase_postings`].
+fn mostly_repeated(conn: &Connection, token: &str) -> rusqlite::Result<bool> {
+    let counts: Option<(i64, i64)> = conn
+        .prepare_cached(&format!("SELECT doc, cnt FROM {VOCABULARY} WHERE term = ?1"))?
+        .query_row([token], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(counts.is_some_and(|(doc, cnt)| cnt as f64 > INSTANCES_PER_ROW * doc as f64))
+}
+
 /// A phrase's postings as FTS5 scores it alone; `None` when a pk does not
 /// fit.
 fn phrase_postings(conn: &Connection, term: &Term) -> rusqlite::Result<Option<Postings>> {
@@ -198,7 +215,7 @@ impl Cache {
             return Ok(Some(p.clone()));
         }
         let mut built = None;
-        if term.single_token && tokens {
+        if term.single_token && tokens && !mostly_repeated(conn, &term.text)? {
             built = token_postings(conn, instances, &term.text)?;
         }
         if built.is_none() {
