@@ -481,15 +481,23 @@ impl EmbeddedStore {
     ) -> Result<Vec<Candidate>, EmbeddedError> {
         let depth = k.max(options.depth);
         let view = self.view()?;
-        // The scan is CPU in Rust, the lexical ranking mostly SQLite: run them
-        // side by side on the same snapshot. The lexical ranking holds the
-        // reader only while it runs (the guard is a temporary), so the scan's
-        // exact rescore can take it afterwards instead of waiting forever.
-        let (vector, lexical) = std::thread::scope(|scope| {
-            let vector = scope.spawn(|| view.vector_hits(&self.inner.reader, embedding, filter, depth));
-            let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth, plan);
-            (vector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), lexical)
-        });
+        let (vector, lexical) = match plan {
+            // The in-memory ranking takes a fraction of the scan's time, less
+            // than handing the scan to another thread costs on a busy machine.
+            LexicalPlan::Postings => {
+                let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth, plan);
+                (view.vector_hits(&self.inner.reader, embedding, filter, depth), lexical)
+            }
+            // FTS5's plan is mostly SQLite, the scan CPU in Rust: side by side
+            // on the same snapshot. The lexical ranking holds the reader only
+            // while it runs (the guard is a temporary), so the scan's exact
+            // rescore can take it afterwards instead of waiting forever.
+            LexicalPlan::Fts5 => std::thread::scope(|scope| {
+                let vector = scope.spawn(|| view.vector_hits(&self.inner.reader, embedding, filter, depth));
+                let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth, plan);
+                (vector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), lexical)
+            }),
+        };
         let fused = hybrid_fusion(&vector?, &lexical?, options, k);
         view.fetch(&self.reader(), &fused)
     }

@@ -69,6 +69,16 @@ enum Weights {
 }
 
 impl Postings {
+    /// Lists live until the next write: give back what growing them left.
+    fn new(mut pks: Vec<u32>, mut weights: Weights) -> Self {
+        pks.shrink_to_fit();
+        match &mut weights {
+            Weights::Counts(c) => c.shrink_to_fit(),
+            Weights::Terms(t) => t.shrink_to_fit(),
+        }
+        Postings { pks, weights, bound: OnceLock::new() }
+    }
+
     fn bytes(&self) -> usize {
         self.pks.len() * 4
             + match &self.weights {
@@ -124,7 +134,7 @@ fn token_postings(conn: &Connection, instances: &str, token: &str) -> rusqlite::
         let Some(n) = counts[at].checked_add(1) else { return Ok(None) };
         counts[at] = n;
     }
-    Ok(Some(Postings { pks, weights: Weights::Counts(counts), bound: OnceLock::new() }))
+    Ok(Some(Postings::new(pks, Weights::Counts(counts))))
 }
 
 /// Whether `token` occurs more than [`INSTANCES_PER_ROW`] times per row
@@ -142,7 +152,7 @@ fn mostly_repeated(conn: &Connection, token: &str) -> rusqlite::Result<bool> {
 /// fit.
 fn phrase_postings(conn: &Connection, term: &Term) -> rusqlite::Result<Option<Postings>> {
     let Some(expression) = fts::match_expression([term]) else {
-        return Ok(Some(Postings { pks: Vec::new(), weights: Weights::Terms(Vec::new()), bound: OnceLock::new() }));
+        return Ok(Some(Postings::new(Vec::new(), Weights::Terms(Vec::new()))));
     };
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT rowid, {} FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid",
@@ -156,7 +166,7 @@ fn phrase_postings(conn: &Connection, term: &Term) -> rusqlite::Result<Option<Po
         // `bm25()` is minus the sum, here of one term.
         terms.push(-row.get::<_, f64>(1)?);
     }
-    Ok(Some(Postings { pks, weights: Weights::Terms(terms), bound: OnceLock::new() }))
+    Ok(Some(Postings::new(pks, Weights::Terms(terms))))
 }
 
 /// Every row's length in tokens (all columns), by pk, from FTS5's `docsize`.
