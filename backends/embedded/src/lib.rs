@@ -1030,15 +1030,21 @@ impl View<'_> {
                 && let Some(stats) = reader.table_stats(self.changes).map_err(err())?
             {
                 let Reader { conn, postings: cache, tokens_are_terms, .. } = &mut *reader;
-                let docsize = cache.docsize(conn).map_err(err())?;
+                let wanted: Vec<_> = pass.iter().map(|p| (p.term, p.document_frequency.or(p.at_most))).collect();
                 let mut lists = Vec::with_capacity(pass.len());
-                for p in &pass {
+                let docsize = match cache.can_serve(&wanted, *tokens_are_terms) {
+                    true => Some(cache.docsize(conn).map_err(err())?),
+                    false => None,
+                };
+                for p in pass.iter().filter(|_| docsize.is_some()) {
                     match cache.postings(conn, FTS_INSTANCES, p.term, *tokens_are_terms).map_err(err())? {
                         Some(list) => lists.push(list),
                         None => break,
                     }
                 }
-                if lists.len() == pass.len() {
+                if let Some(docsize) = docsize
+                    && lists.len() == pass.len()
+                {
                     found = Some(postings::best_rows(&lists, stats, &docsize, &allowed, need));
                 }
             }
@@ -1415,6 +1421,22 @@ mod tests {
                 assert_eq!(got, want, "round {round}, query {query:?}");
             }
         }
+    }
+
+    /// With room for no large list, a query needing one is left to FTS5's
+    /// plan, and small lists are still read: the answers stay FTS5's.
+    #[test]
+    fn postings_that_do_not_fit_leave_the_query_to_fts5() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, filters) = lexical_store(dir.path());
+        store.reader().postings.set_limits(0, 100);
+        lexical::tests::ROUNDS.set((0, 0));
+        let checked = compare_lexical(&store, &filters, &mut Rng(11), LexicalPlan::Postings);
+        assert!(checked > 200, "only {checked} searches found anything");
+        let (pruned, fell_back) = lexical::tests::ROUNDS.get();
+        assert!(pruned + fell_back > 20, "FTS5's plan ran {} rounds", pruned + fell_back);
+        let reader = store.reader();
+        assert_eq!(reader.postings.kept_bytes(), 0);
     }
 
     /// The comparison above on a store the bench kept

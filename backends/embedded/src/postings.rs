@@ -16,7 +16,8 @@
 //! instance, or a tokenizer this module cannot vouch for, the phrase's
 //! `bm25()` term in each row (a one-phrase query returns exactly the term it
 //! adds to a longer one). Those
-//! postings stay in memory, sorted by pk, up to [`CACHE_BYTES`].
+//! postings stay in memory, sorted by pk, up to [`CACHE_BYTES`]; a query
+//! that would need more is left to FTS5's plan (see [`Cache`]).
 //!
 //! A query then runs MaxScore over them: each phrase's list has an exact
 //! bound (the largest term it adds to any row); the lists whose bounds add
@@ -40,8 +41,7 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::fts::{self, Term};
 use crate::lexical::{self, RowSet, Scored, TableStats};
 
-/// Most bytes of postings kept between writes; the least recently used
-/// phrase's go first.
+/// Most bytes of postings kept between writes (see [`Cache`]).
 pub(crate) const CACHE_BYTES: usize = 128 << 20;
 /// The per-connection `fts5vocab` row table (see the store's `open`).
 const VOCABULARY: &str = "temp.chunks_fts_vocab";
@@ -188,17 +188,50 @@ fn docsizes(conn: &Connection) -> rusqlite::Result<Vec<u32>> {
 
 /// Postings and row lengths of one state of the table, kept until it
 /// changes.
-#[derive(Debug, Default)]
+///
+/// Lists are kept while they fit in [`CACHE_BYTES`] and never evicted
+/// before the next write: with more frequent phrases than fit, evicting
+/// would read a large list again for almost every query, which costs more
+/// than FTS5's own plan. A query needing a large list that does not fit is
+/// left to that plan; small lists are read for the query that needs them
+/// whether or not they can be kept.
+#[derive(Debug)]
 pub(crate) struct Cache {
-    postings: HashMap<String, (Arc<Postings>, u64)>,
+    postings: HashMap<String, Arc<Postings>>,
     bytes: usize,
-    clock: u64,
     docsize: Option<Arc<Vec<u32>>>,
+    /// [`CACHE_BYTES`] and [`SMALL_LIST_ROWS`], smaller in tests.
+    budget: usize,
+    small_rows: u64,
+}
+
+impl Default for Cache {
+    fn default() -> Self {
+        Cache { postings: HashMap::new(), bytes: 0, docsize: None, budget: CACHE_BYTES, small_rows: SMALL_LIST_ROWS }
+    }
+}
+
+/// Lists of at most this many rows are read even when they cannot be kept.
+pub(crate) const SMALL_LIST_ROWS: u64 = 20_000;
+
+/// What a list of `rows` rows takes, at most.
+fn estimated_bytes(rows: u64) -> usize {
+    rows as usize * (4 + 8.max(2 * fts::COLUMNS.len()))
 }
 
 impl Cache {
     pub fn clear(&mut self) {
-        *self = Cache::default();
+        *self = Cache { budget: self.budget, small_rows: self.small_rows, ..Cache::default() };
+    }
+
+    #[cfg(test)]
+    pub fn kept_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    #[cfg(test)]
+    pub fn set_limits(&mut self, budget: usize, small_rows: u64) {
+        (self.budget, self.small_rows) = (budget, small_rows);
     }
 
     pub fn docsize(&mut self, conn: &Connection) -> rusqlite::Result<Arc<Vec<u32>>> {
@@ -206,6 +239,30 @@ impl Cache {
             self.docsize = Some(Arc::new(docsizes(conn)?));
         }
         Ok(self.docsize.clone().unwrap_or_default())
+    }
+
+    fn key(term: &Term, tokens: bool) -> String {
+        if term.single_token && tokens { format!("t:{}", term.text) } else { format!("p:{}", term.text) }
+    }
+
+    /// Whether lists for `terms` (each with about how many rows hold it,
+    /// when known) are cached or can be read: a large one only when it can
+    /// be kept.
+    pub fn can_serve(&self, terms: &[(&Term, Option<u64>)], tokens: bool) -> bool {
+        let mut bytes = self.bytes;
+        for &(term, rows) in terms {
+            if self.postings.contains_key(&Self::key(term, tokens)) {
+                continue;
+            }
+            let rows = rows.unwrap_or(0);
+            if rows > self.small_rows {
+                bytes += estimated_bytes(rows);
+                if bytes > self.budget {
+                    return false;
+                }
+            }
+        }
+        true
     }
 
     /// The postings of `term`: a token's counts when `tokens` (the table's
@@ -218,10 +275,8 @@ impl Cache {
         term: &Term,
         tokens: bool,
     ) -> rusqlite::Result<Option<Arc<Postings>>> {
-        self.clock += 1;
-        let key = if term.single_token && tokens { format!("t:{}", term.text) } else { format!("p:{}", term.text) };
-        if let Some((p, used)) = self.postings.get_mut(&key) {
-            *used = self.clock;
+        let key = Self::key(term, tokens);
+        if let Some(p) = self.postings.get(&key) {
             return Ok(Some(p.clone()));
         }
         let mut built = None;
@@ -233,15 +288,9 @@ impl Cache {
         }
         let Some(built) = built else { return Ok(None) };
         let built = Arc::new(built);
-        self.bytes += built.bytes();
-        self.postings.insert(key, (built.clone(), self.clock));
-        while self.bytes > CACHE_BYTES && self.postings.len() > 1 {
-            let Some(oldest) = self.postings.iter().min_by_key(|(_, (_, used))| *used).map(|(k, _)| k.clone()) else {
-                break;
-            };
-            if let Some((p, _)) = self.postings.remove(&oldest) {
-                self.bytes -= p.bytes();
-            }
+        if self.bytes + built.bytes() <= self.budget {
+            self.bytes += built.bytes();
+            self.postings.insert(key, built.clone());
         }
         Ok(Some(built))
     }
