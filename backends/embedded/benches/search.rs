@@ -13,6 +13,10 @@
 //! run in the same process on the same queries (the 2-bit scan interleaved
 //! with the index, query by query; the exact scan after the resident memory
 //! is read), with recall@10 of both indexes against the exact scan.
+//! A third table sets the lexical and hybrid cases, executed by in-memory
+//! postings (the default), beside the same queries executed by FTS5's own
+//! plan, in the same process, with the CPU-time ratio; its cold row drops
+//! the lexical caches before each query, as a write does.
 //!
 //! `RR_BENCH_SIZES=100000` runs only the given sizes; `RR_BENCH_KEEP_DIR=DIR`
 //! keeps the written stores in `DIR` and reuses them on the next run.
@@ -21,8 +25,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use rr_core::retrieval::HybridOptions;
 use rr_core::{Candidate, EmbeddedChunk, PathGlob, SearchFilter};
-use rr_embedded::{EmbeddedError, EmbeddedStore, MAX_BATCH_SIZE};
+use rr_embedded::{EmbeddedError, EmbeddedStore, LexicalPlan, MAX_BATCH_SIZE};
 
 mod common;
 
@@ -78,6 +83,8 @@ fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
 const CHILD_ENV: &str = "RR_BENCH_STORE_DIR";
 /// Marks the child's rows of the index-versus-exact-scan table.
 const VERSUS: &str = "VERSUS ";
+/// Marks the child's rows of the lexical-execution table.
+const LEXICAL_VERSUS: &str = "LEXICAL ";
 /// The depth of the recall measure.
 const RECALL_AT: usize = 10;
 
@@ -104,6 +111,7 @@ fn main() {
     println!("|---:|---|---:|---:|---:|");
     let mut notes = Vec::new();
     let mut versus = Vec::new();
+    let mut lexical_versus = Vec::new();
     let zipf = Zipf::new();
     let words: Vec<String> = (0..VOCABULARY).map(word).collect();
     for n in sizes {
@@ -118,9 +126,12 @@ fn main() {
         let text = String::from_utf8(output.stdout).unwrap();
         let (rows, note) = text.rsplit_once("NOTE ").unwrap();
         for line in rows.lines() {
-            match line.strip_prefix(VERSUS) {
-                Some(row) => versus.push(row.to_owned()),
-                None => println!("{line}"),
+            if let Some(row) = line.strip_prefix(VERSUS) {
+                versus.push(row.to_owned());
+            } else if let Some(row) = line.strip_prefix(LEXICAL_VERSUS) {
+                lexical_versus.push(row.to_owned());
+            } else {
+                println!("{line}");
             }
         }
         let db_mib = std::fs::metadata(dir.path().join(rr_embedded::DATABASE_FILE)).map_or(0, |m| m.len()) as f64
@@ -144,6 +155,8 @@ fn main() {
     for row in versus {
         println!("{row}");
     }
+    println!();
+    print_lexical_versus(&lexical_versus);
     println!();
     for note in notes {
         println!("- {note}");
@@ -288,19 +301,7 @@ fn query_phase(dir: &Path, n: usize) {
         let (index, coarse) = vector_rows(&store, &queries, f);
         index_rows.push((name, f, index, coarse));
     }
-    // Three words drawn like the text's, so most queries hold a word found
-    // in most chunks and a rarer identifier or two.
-    let texts: Vec<String> = (0..QUERIES)
-        .map(|_| (0..3).map(|_| words[zipf.sample(&mut rng)].as_str()).collect::<Vec<_>>().join(" "))
-        .collect();
-    let (p50, p99, cpu) = time_queries(|i| store.lexical_search(&texts[i], &none, K).unwrap().len());
-    println!("| {n} | lexical (BM25), no filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
-    let (p50, p99, cpu) = time_queries(|i| store.lexical_search(&texts[i], &source, K).unwrap().len());
-    println!("| {n} | lexical (BM25), source filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
-    let (p50, p99, cpu) = time_queries(|i| store.hybrid_search(&texts[i], q(i), &none, K).unwrap().len());
-    println!("| {n} | hybrid (RRF), no filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
-    let (p50, p99, cpu) = time_queries(|i| store.hybrid_search(&texts[i], q(i), &source, K).unwrap().len());
-    println!("| {n} | hybrid (RRF), source filter | {p50:.2} | {p99:.2} | {cpu:.2} |");
+    let lexical = lexical_cases(&store, n, &zipf, &words, &mut rng, &queries, &none, &source);
     let rss_after_queries = rss_mib();
     // The exact scan over an f32 copy of every vector: the store's search
     // before the quantised index, and the reference of the recall column.
@@ -331,6 +332,9 @@ fn query_phase(dir: &Path, n: usize) {
             recall(found),
         );
     }
+    for row in lexical {
+        println!("{LEXICAL_VERSUS}{row}");
+    }
     println!(
         "NOTE reopen {:.0} ms; VmRSS of a fresh process: {rss_before_open:.0} MiB before opening, \
          {rss_after_open:.0} MiB after, {rss_after_queries:.0} MiB after the queries \
@@ -338,4 +342,110 @@ fn query_phase(dir: &Path, n: usize) {
         open.as_secs_f64() * 1e3,
         rss_mib(),
     );
+}
+
+/// Queries timed cold, after the lexical caches are dropped: each costs
+/// what the first query after a write costs.
+const COLD_QUERIES: usize = 20;
+
+/// Lexical and hybrid rows of the main table (the default execution), and
+/// the rows of the lexical-execution table: FTS5's own plan beside the
+/// in-memory postings, on the same queries in the same process, then the
+/// postings cold.
+#[allow(clippy::too_many_arguments)]
+fn lexical_cases(
+    store: &EmbeddedStore,
+    n: usize,
+    zipf: &Zipf,
+    words: &[String],
+    rng: &mut Rng,
+    queries: &[Vec<f32>],
+    none: &SearchFilter,
+    source: &SearchFilter,
+) -> Vec<String> {
+    // Three words drawn like the text's, so most queries hold a word found
+    // in most chunks and a rarer identifier or two.
+    let texts: Vec<String> =
+        (0..QUERIES).map(|_| (0..3).map(|_| words[zipf.sample(rng)].as_str()).collect::<Vec<_>>().join(" ")).collect();
+    let q = |i: usize| &queries[i % QUERIES];
+    let fts5 = HybridOptions::default();
+    type Run<'a> = Box<dyn Fn(usize) -> usize + 'a>;
+    let cases: [(&str, Run<'_>, Run<'_>); 4] = [
+        (
+            "lexical (BM25), no filter",
+            Box::new(|i| store.lexical_search_planned(&texts[i], none, K, LexicalPlan::Fts5).unwrap().len()),
+            Box::new(|i| store.lexical_search(&texts[i], none, K).unwrap().len()),
+        ),
+        (
+            "lexical (BM25), source filter",
+            Box::new(|i| store.lexical_search_planned(&texts[i], source, K, LexicalPlan::Fts5).unwrap().len()),
+            Box::new(|i| store.lexical_search(&texts[i], source, K).unwrap().len()),
+        ),
+        (
+            "hybrid (RRF), no filter",
+            Box::new(|i| {
+                store.hybrid_search_planned(&texts[i], q(i), none, K, &fts5, LexicalPlan::Fts5).unwrap().len()
+            }),
+            Box::new(|i| store.hybrid_search(&texts[i], q(i), none, K).unwrap().len()),
+        ),
+        (
+            "hybrid (RRF), source filter",
+            Box::new(|i| {
+                store.hybrid_search_planned(&texts[i], q(i), source, K, &fts5, LexicalPlan::Fts5).unwrap().len()
+            }),
+            Box::new(|i| store.hybrid_search(&texts[i], q(i), source, K).unwrap().len()),
+        ),
+    ];
+    let mut rows = Vec::new();
+    for (name, fts5, postings) in &cases {
+        // Every query once with each execution first, so both are timed
+        // with what they keep between writes in place (the cold row below
+        // times the opposite).
+        for i in 0..QUERIES {
+            fts5(i);
+            postings(i);
+        }
+        let (old_p50, old_p99, old_cpu) = time_queries(fts5);
+        let (p50, p99, cpu) = time_queries(postings);
+        println!("| {n} | {name} | {p50:.2} | {p99:.2} | {cpu:.2} |");
+        rows.push(format!(
+            "| {n} | {name} | {old_p50:.2} | {p50:.2} | {old_p99:.2} | {p99:.2} | {old_cpu:.2} | {cpu:.2} | {:.1}× |",
+            old_cpu / cpu
+        ));
+    }
+    for (name, _, postings) in &cases[..1] {
+        let (p50, p99, cpu) = time_cold(|i| {
+            store.forget_lexical_caches();
+            postings(i)
+        });
+        rows.push(format!(
+            "| {n} | {name}, cold (first query after a write) | | {p50:.2} | | {p99:.2} | | {cpu:.2} | |"
+        ));
+    }
+    rows
+}
+
+/// [`time_queries`] over [`COLD_QUERIES`] queries without warm-up.
+fn time_cold(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
+    let cpu = cpu_ms();
+    let times = (0..COLD_QUERIES)
+        .map(|i| {
+            let t = Instant::now();
+            assert!(f(i) > 0, "query {i} found nothing");
+            t.elapsed()
+        })
+        .collect();
+    let (p50, p99) = percentiles(times);
+    (p50, p99, (cpu_ms() - cpu) / COLD_QUERIES as f64)
+}
+
+fn print_lexical_versus(rows: &[String]) {
+    println!(
+        "| chunks | case | FTS5 plan p50 ms | postings p50 ms | FTS5 plan p99 ms | postings p99 ms \
+         | FTS5 plan CPU ms | postings CPU ms | CPU ratio |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for row in rows {
+        println!("{row}");
+    }
 }

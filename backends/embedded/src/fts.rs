@@ -14,7 +14,7 @@
 //! then scores twice, any other form of the word once. A `names` column
 //! holds what a chunk is about by its names: the file's path, the symbols
 //! the chunker recorded and the names the chunk's lines define; `bm25()`
-//! weighs it above the text ([`COLUMN_WEIGHTS`]), so "how does the parser
+//! weighs it above the text ([`COLUMNS`]), so "how does the parser
 //! handle ..." prefers `parser.rs`, BM25F-style.
 //!
 //! Every column is searched by every term, so FTS5's IDF (rows holding the
@@ -31,6 +31,31 @@ const MAX_TERMS: usize = 64;
 /// message or a sentence pasted from the code then ranks the chunk holding
 /// it verbatim first; a longer text is rarely a verbatim quote.
 const MAX_PHRASE_WORDS: usize = 16;
+
+/// One column of `chunks_fts`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Column {
+    pub name: &'static str,
+    /// Its weight in `bm25()`: each occurrence of a phrase in this column
+    /// counts this much towards the phrase's frequency.
+    pub weight: f64,
+}
+
+/// The columns of `chunks_fts`, in table order: the one place that says what
+/// the full-text index holds and how much each column weighs. Writes fill
+/// them from [`columns`]; every ranking (FTS5's `bm25()` and the scoring in
+/// `postings.rs`) reads the weights from here. The weights only scale a
+/// term's frequency, so a row's score per term stays below `idf · (k1 + 1)`.
+/// Chosen on the real query sets (docs/evaluation.md, "Lexical ranking"): a
+/// stem match counts half an exact one (at 1 the stems outvote the exact
+/// words on Go's doc comments), and a name match three times a word of the
+/// text (2 and 5 measure alike).
+pub(crate) const COLUMNS: &[Column] = &[
+    Column { name: "body", weight: 1.0 },
+    Column { name: "idents", weight: 1.0 },
+    Column { name: "stems", weight: 0.5 },
+    Column { name: "names", weight: 3.0 },
+];
 
 /// The camelCase parts of the document's identifiers, lower-cased, for every
 /// identifier piece that has more than one part.
@@ -52,29 +77,20 @@ pub(crate) fn idents(document: &str) -> String {
     out
 }
 
-/// The columns of `chunks_fts`, in schema order, each with the weight
-/// `bm25()` gives a match in it. The weights only scale a term's frequency,
-/// so a row's score per term stays below `idf · (k1 + 1)`. Chosen on the
-/// real query sets (docs/evaluation.md, "Lexical ranking"): a stem match
-/// counts half an exact one (at 1 the stems outvote the exact words on Go's
-/// doc comments), and a name match three times a word of the text (2 and 5
-/// measure alike).
-pub(crate) const COLUMN_WEIGHTS: [(&str, f64); 4] = [("body", 1.0), ("idents", 1.0), ("stems", 0.5), ("names", 3.0)];
-
-/// The `bm25()` call that ranks lexical matches, with [`COLUMN_WEIGHTS`].
+/// The `bm25()` call that ranks lexical matches, with the weights of [`COLUMNS`].
 pub(crate) fn bm25_call() -> String {
-    let weights: Vec<String> = COLUMN_WEIGHTS.iter().map(|(_, w)| format!("{w:?}")).collect();
+    let weights: Vec<String> = COLUMNS.iter().map(|c| format!("{:?}", c.weight)).collect();
     format!("bm25(chunks_fts, {})", weights.join(", "))
 }
 
 /// The `INSERT` of one row of `chunks_fts`: rowid, then the columns.
 pub(crate) fn insert_statement() -> String {
-    let names: Vec<&str> = COLUMN_WEIGHTS.iter().map(|(n, _)| *n).collect();
+    let names: Vec<&str> = COLUMNS.iter().map(|c| c.name).collect();
     let params: Vec<String> = (2..=names.len() + 1).map(|i| format!("?{i}")).collect();
     format!("INSERT OR REPLACE INTO chunks_fts (rowid, {}) VALUES (?1, {})", names.join(", "), params.join(", "))
 }
 
-/// The text of each column of [`COLUMN_WEIGHTS`] for one chunk.
+/// The text of each of [`COLUMNS`] for one chunk, in table order.
 pub(crate) fn columns(document: &str, metadata: &Metadata) -> [String; 4] {
     [document.to_owned(), idents(document), stems(document), names(document, metadata)]
 }

@@ -23,14 +23,21 @@
 //!   from FTS5 with the whole expression (the IDFs and `avgdl` are those of
 //!   the whole table, whichever rows are scored), so they are bit for bit
 //!   the ones a full scan gives.
+//!
+//! This is the execution lexical search falls back to; the default is the
+//! in-memory MaxScore of `postings.rs`, which never lets FTS5 walk the
+//! frequent phrases per query. Both give exactly these scores.
 
-use rusqlite::Connection;
 use rusqlite::functions::{Context, FunctionFlags};
+use rusqlite::{Connection, OptionalExtension};
 
 use crate::fts::{self, Term};
 
 /// FTS5's `bm25()` constant `k1`; a phrase adds at most `idf · (K1 + 1)`.
 const K1: f64 = 1.2;
+/// FTS5's `bm25()` constant `b`.
+const B: f64 = 0.75;
+
 /// Slack on the MaxScore bound for the rounding of FTS5's sum.
 const BOUND_SLACK: f64 = 1e-9;
 /// Rows the rare phrases should offer per row wanted before they alone are
@@ -112,7 +119,7 @@ pub(crate) struct Phrase<'a> {
 }
 
 /// FTS5's IDF for a phrase found in `hits` of `rows` rows.
-fn idf(rows: u64, hits: u64) -> f64 {
+pub(crate) fn idf(rows: u64, hits: u64) -> f64 {
     let idf = ((rows as f64 - hits as f64 + 0.5) / (hits as f64 + 0.5)).ln();
     if idf <= 0.0 { 1e-6 } else { idf }
 }
@@ -248,6 +255,121 @@ fn scored(conn: &Connection, expression: &str, set: &RowSet, need: usize) -> rus
     rows.collect()
 }
 
+/// What `bm25()` reads from the whole table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct TableStats {
+    /// FTS5's row count.
+    pub rows: u64,
+    /// Tokens per row, over every column.
+    pub avgdl: f64,
+}
+
+/// Reads FTS5's averages record (rowid 1 of `chunks_fts_data`: the row
+/// count, then each column's total of tokens, as varints). `None` for an
+/// empty table.
+pub(crate) fn table_stats(conn: &Connection) -> rusqlite::Result<Option<TableStats>> {
+    let block: Option<Vec<u8>> = conn
+        .prepare_cached("SELECT block FROM chunks_fts_data WHERE id = 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    let Some(block) = block else { return Ok(None) };
+    let mut at = 0;
+    let mut next = || {
+        let (v, n) = varint(&block[at.min(block.len())..])?;
+        at += n;
+        Some(v)
+    };
+    let Some(rows) = next() else { return Ok(None) };
+    let mut tokens: u64 = 0;
+    for _ in fts::COLUMNS {
+        tokens = tokens.wrapping_add(next().unwrap_or(0));
+    }
+    // FTS5 divides the totals as 64-bit integers turned into doubles.
+    Ok((rows > 0).then(|| TableStats { rows, avgdl: tokens as i64 as f64 / rows as i64 as f64 }))
+}
+
+/// One term of FTS5's `bm25()` sum: a phrase of IDF `idf` found with
+/// frequency `f` (column weights summed) in a row of `d` tokens. The same
+/// operations in the same order as `fts5Bm25Function`, so the same bits.
+pub(crate) fn bm25_term(idf: f64, f: f64, d: f64, avgdl: f64) -> f64 {
+    idf * ((f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * d / avgdl)))
+}
+
+/// A `docsize` record's token count of each of [`fts::COLUMNS`] (missing
+/// ones are 0).
+pub(crate) fn column_sizes(record: &[u8]) -> Vec<u64> {
+    let mut at = 0;
+    fts::COLUMNS
+        .iter()
+        .map(|_| match varint(&record[at.min(record.len())..]) {
+            Some((n, len)) => {
+                at += len;
+                n
+            }
+            None => 0,
+        })
+        .collect()
+}
+
+/// SQLite's varint (FTS5 uses it for its records): big-endian groups of 7
+/// bits, the high bit set on all but the last; a 9th byte carries 8 bits.
+fn varint(buf: &[u8]) -> Option<(u64, usize)> {
+    let mut v: u64 = 0;
+    for (i, &b) in buf.iter().enumerate().take(9) {
+        if i == 8 {
+            return Some(((v << 8) | u64::from(b), 9));
+        }
+        v = (v << 7) | u64::from(b & 0x7f);
+        if b & 0x80 == 0 {
+            return Some((v, i + 1));
+        }
+    }
+    None
+}
+
+/// Whether `sql`, the `CREATE VIRTUAL TABLE` of `chunks_fts`, tokenizes with
+/// `unicode61` and no option but `remove_diacritics`: on ASCII text it then
+/// makes exactly the tokens of [`ascii_tokens`] (its default categories,
+/// `L* N* Co`, hold no other ASCII character than letters and digits).
+pub(crate) fn tokenizer_is_unicode61(sql: &str) -> bool {
+    let lower = sql.to_ascii_lowercase();
+    let Some(at) = lower.find("tokenize") else { return false };
+    let rest = lower[at + "tokenize".len()..].trim_start();
+    let Some(rest) = rest.strip_prefix('=') else { return false };
+    let rest = rest.trim_start();
+    let Some(quote) = rest.chars().next().filter(|c| *c == '\'' || *c == '"') else { return false };
+    let Some(value) = rest[1..].split(quote).next() else { return false };
+    let words: Vec<&str> = value.split_whitespace().collect();
+    words.first() == Some(&"unicode61")
+        && words.len() % 2 == 1
+        && words[1..].chunks(2).all(|kv| kv[0] == "remove_diacritics" && ["0", "1", "2"].contains(&kv[1]))
+}
+
+/// A scored row: `score` is `-bm25()`, higher is better; ties go to the
+/// smaller pk. Ordered worst first, so a max-heap keeps the worst on top.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scored {
+    pub score: f64,
+    pub pk: i64,
+}
+
+impl PartialEq for Scored {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+impl Eq for Scored {}
+impl PartialOrd for Scored {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scored {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.score.total_cmp(&self.score).then(self.pk.cmp(&other.pk))
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -285,6 +407,34 @@ pub(crate) mod tests {
         assert_eq!(set.len(), 2);
         assert!(!set.contains(9));
         assert!(!RowSet::test(&[], 0));
+    }
+
+    #[test]
+    fn only_plain_unicode61_counts_as_its_own_tokens() {
+        let sql =
+            |tokenize: &str| format!("CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, content = '', {tokenize})");
+        assert!(tokenizer_is_unicode61(&sql("tokenize = 'unicode61 remove_diacritics 2'")));
+        assert!(tokenizer_is_unicode61(&sql("TOKENIZE=\"unicode61\"")));
+        assert!(!tokenizer_is_unicode61(&sql("tokenize = 'porter unicode61'")));
+        assert!(!tokenizer_is_unicode61(&sql("tokenize = 'unicode61 tokenchars _'")));
+        assert!(!tokenizer_is_unicode61(&sql("tokenize = 'unicode61 remove_diacritics'")));
+        assert!(!tokenizer_is_unicode61(&sql("tokenize = 'trigram'")));
+        // No tokenize option means `unicode61` with its defaults, but say
+        // nothing rather than guess.
+        assert!(!tokenizer_is_unicode61("CREATE VIRTUAL TABLE chunks_fts USING fts5 (body)"));
+    }
+
+    #[test]
+    fn varints_and_docsize_records_decode() {
+        assert_eq!(varint(&[0x05]), Some((5, 1)));
+        assert_eq!(varint(&[0x81, 0x00]), Some((128, 2)));
+        assert_eq!(varint(&[0xff; 9]), Some((u64::MAX, 9)));
+        assert_eq!(varint(&[0x81]), None);
+        // One size per column of `fts::COLUMNS` (body, idents, stems, names);
+        // missing trailing sizes are 0.
+        assert_eq!(column_sizes(&[0x07, 0x81, 0x01, 0x02, 0x03]), [7, 129, 2, 3]);
+        assert_eq!(column_sizes(&[0x07, 0x81, 0x01]), [7, 129, 0, 0]);
+        assert_eq!(column_sizes(&[0x07]), [7, 0, 0, 0]);
     }
 
     #[test]

@@ -57,11 +57,14 @@
 //! vector search.
 //! Words in at least half of the chunks, whose IDF FTS5 clamps to 1e-6, are
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
-//! shortcut (about 0.5 µs of `bm25()` per matching chunk, then a sort), so
-//! `lexical.rs` hands it only the rows that pass the filter and, when they
-//! are many, first only those holding a rare word, proving with BM25's
-//! per-word bound that no other row can reach the top (MaxScore); the
-//! answer, scores included, is exactly that of scoring every match.
+//! shortcut and its `bm25()` walks every phrase's rows on every statement,
+//! so the ranking runs in Rust (`postings.rs`): the rows holding each query
+//! phrase are read from FTS5 once between writes and kept in memory, and
+//! MaxScore over them scores only rows that pass the filter and can still
+//! reach the top, with FTS5's formula and statistics, so the answer, scores
+//! included, is exactly that of scoring every match with `bm25()`.
+//! `lexical.rs` holds FTS5's own plan (rare phrases first, the rest bounded),
+//! which the bench compares against.
 //! [`EmbeddedStore::hybrid_search_with`] fuses the vector and lexical rankings by
 //! weighted reciprocal-rank fusion ([`rr_core::retrieval`]): each list is
 //! taken to depth `max(k, depth)` and a chunk scores
@@ -81,6 +84,7 @@ mod error;
 mod fts;
 mod index;
 mod lexical;
+mod postings;
 mod quant;
 mod registry;
 mod schema;
@@ -237,11 +241,22 @@ struct Db {
 
 struct Reader {
     conn: Connection,
-    /// Rows holding a full-text token, by token, valid while
-    /// `Inner::changes` equals `changes`.
+    /// Rows holding a full-text token, by token (or a phrase, by its term),
+    /// valid while `Inner::changes` equals `changes`.
     document_frequency: HashMap<String, u64>,
+    /// FTS5's row count and average row length, valid likewise.
+    stats: Option<lexical::TableStats>,
+    /// Postings of query phrases, valid likewise (see `postings.rs`).
+    postings: postings::Cache,
     changes: u64,
+    /// Whether `chunks_fts`'s tokenizer indexes a single-token term as
+    /// exactly that token (see [`lexical::tokenizer_is_unicode61`]), so its
+    /// postings can be read from the vocabulary.
+    tokens_are_terms: bool,
 }
+
+/// The per-connection `fts5vocab` table listing every token instance.
+const FTS_INSTANCES: &str = "temp.chunks_fts_instances";
 
 /// Most document frequencies kept between writes.
 const DOCUMENT_FREQUENCY_CACHE: usize = 4096;
@@ -250,10 +265,7 @@ impl Reader {
     /// The number of rows whose full text holds `token` (a lower-case ASCII
     /// token), from FTS5's vocabulary table, cached until the next change.
     fn document_frequency(&mut self, token: &str, changes: u64) -> rusqlite::Result<u64> {
-        if self.changes != changes {
-            self.document_frequency.clear();
-            self.changes = changes;
-        }
+        self.forget_if_changed(changes);
         if let Some(&n) = self.document_frequency.get(token) {
             return Ok(n);
         }
@@ -269,6 +281,41 @@ impl Reader {
         self.document_frequency.insert(token.to_owned(), n as u64);
         Ok(n as u64)
     }
+}
+
+impl Reader {
+    fn forget_if_changed(&mut self, changes: u64) {
+        if self.changes != changes {
+            self.clear_caches();
+            self.changes = changes;
+        }
+    }
+
+    fn clear_caches(&mut self) {
+        self.document_frequency.clear();
+        self.stats = None;
+        self.postings.clear();
+    }
+
+    /// FTS5's table statistics, cached until the next change.
+    fn table_stats(&mut self, changes: u64) -> rusqlite::Result<Option<lexical::TableStats>> {
+        self.forget_if_changed(changes);
+        if self.stats.is_none() {
+            self.stats = lexical::table_stats(&self.conn)?;
+        }
+        Ok(self.stats)
+    }
+}
+
+/// How lexical search executes; the answers are the same.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LexicalPlan {
+    /// MaxScore over postings in memory (`postings.rs`).
+    Postings,
+    /// FTS5 scores every row it considers (`best_rows`): the execution the
+    /// bench compares against.
+    Fts5,
 }
 
 impl std::fmt::Debug for EmbeddedStore {
@@ -302,17 +349,29 @@ impl EmbeddedStore {
         reader
             .execute_batch(
                 "CREATE VIRTUAL TABLE temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row);
+                 CREATE VIRTUAL TABLE temp.chunks_fts_instances USING fts5vocab(main, chunks_fts, instance);
                  PRAGMA query_only = ON;",
             )
             .map_err(err(OPEN_OPERATION))?;
         lexical::register(&reader).map_err(err(OPEN_OPERATION))?;
+        let fts_sql: String = reader
+            .query_row("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'", [], |r| r.get(0))
+            .map_err(err(OPEN_OPERATION))?;
+        let tokens_are_terms = lexical::tokenizer_is_unicode61(&fts_sql);
         let data_version = data_version(&conn, OPEN_OPERATION)?;
         let index = load_index(&conn, OPEN_OPERATION)?;
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 dir,
                 db: Mutex::new(Db { conn, data_version }),
-                reader: Mutex::new(Reader { conn: reader, document_frequency: HashMap::new(), changes: 0 }),
+                reader: Mutex::new(Reader {
+                    conn: reader,
+                    document_frequency: HashMap::new(),
+                    stats: None,
+                    postings: postings::Cache::default(),
+                    changes: 0,
+                    tokens_are_terms,
+                }),
                 index: RwLock::new(index),
                 changes: AtomicU64::new(0),
             }),
@@ -372,9 +431,30 @@ impl EmbeddedStore {
         filter: &SearchFilter,
         k: usize,
     ) -> Result<Vec<Candidate>, EmbeddedError> {
+        self.lexical_search_planned(query, filter, k, LexicalPlan::Postings)
+    }
+
+    /// Drops what lexical search keeps between writes (postings, row
+    /// lengths, document frequencies), as a write does: the bench measures
+    /// the first query after a change with it.
+    #[doc(hidden)]
+    pub fn forget_lexical_caches(&self) {
+        self.reader().clear_caches();
+    }
+
+    /// [`EmbeddedStore::lexical_search`] executed by `plan` (the answer is
+    /// the same): the bench measures the default against FTS5's own plan.
+    #[doc(hidden)]
+    pub fn lexical_search_planned(
+        &self,
+        query: &str,
+        filter: &SearchFilter,
+        k: usize,
+        plan: LexicalPlan,
+    ) -> Result<Vec<Candidate>, EmbeddedError> {
         let view = self.view()?;
         let mut reader = self.reader();
-        let hits = view.lexical_hits(&mut reader, query, filter, k)?;
+        let hits = view.lexical_hits(&mut reader, query, filter, k, plan)?;
         view.fetch(&reader, &hits)
     }
 
@@ -402,17 +482,40 @@ impl EmbeddedStore {
         k: usize,
         options: &HybridOptions,
     ) -> Result<Vec<Candidate>, EmbeddedError> {
+        self.hybrid_search_planned(query, embedding, filter, k, options, LexicalPlan::Postings)
+    }
+
+    /// [`EmbeddedStore::hybrid_search_with`] whose lexical ranking is
+    /// executed by `plan` (the answer is the same), for the bench.
+    #[doc(hidden)]
+    pub fn hybrid_search_planned(
+        &self,
+        query: &str,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        k: usize,
+        options: &HybridOptions,
+        plan: LexicalPlan,
+    ) -> Result<Vec<Candidate>, EmbeddedError> {
         let depth = k.max(options.depth);
         let view = self.view()?;
-        // The scan is CPU in Rust, the lexical ranking mostly SQLite: run them
-        // side by side on the same snapshot. The lexical ranking holds the
-        // reader only while it runs (the guard is a temporary), so the scan's
-        // exact rescore can take it afterwards instead of waiting forever.
-        let (vector, lexical) = std::thread::scope(|scope| {
-            let vector = scope.spawn(|| view.vector_hits(&self.inner.reader, embedding, filter, depth));
-            let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth);
-            (vector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), lexical)
-        });
+        let (vector, lexical) = match plan {
+            // The in-memory ranking takes a fraction of the scan's time, less
+            // than handing the scan to another thread costs on a busy machine.
+            LexicalPlan::Postings => {
+                let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth, plan);
+                (view.vector_hits(&self.inner.reader, embedding, filter, depth), lexical)
+            }
+            // FTS5's plan is mostly SQLite, the scan CPU in Rust: side by side
+            // on the same snapshot. The lexical ranking holds the reader only
+            // while it runs (the guard is a temporary), so the scan's exact
+            // rescore can take it afterwards instead of waiting forever.
+            LexicalPlan::Fts5 => std::thread::scope(|scope| {
+                let vector = scope.spawn(|| view.vector_hits(&self.inner.reader, embedding, filter, depth));
+                let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth, plan);
+                (vector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), lexical)
+            }),
+        };
         let fused = hybrid_fusion(&vector?, &lexical?, options, k);
         view.fetch(&self.reader(), &fused)
     }
@@ -899,6 +1002,7 @@ impl View<'_> {
         query: &str,
         filter: &SearchFilter,
         k: usize,
+        plan: LexicalPlan,
     ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
         let terms = fts::query_terms(query);
         if terms.is_empty() || k == 0 {
@@ -948,7 +1052,34 @@ impl View<'_> {
             for &(pk, _) in &hits {
                 allowed.remove(pk);
             }
-            let found = lexical::best_rows(&reader.conn, &pass, &allowed, rows, k - hits.len()).map_err(err())?;
+            let need = k - hits.len();
+            let mut found = None;
+            if plan == LexicalPlan::Postings
+                && let Some(stats) = reader.table_stats(self.changes).map_err(err())?
+            {
+                let Reader { conn, postings: cache, tokens_are_terms, .. } = &mut *reader;
+                let wanted: Vec<_> = pass.iter().map(|p| (p.term, p.document_frequency.or(p.at_most))).collect();
+                let mut lists = Vec::with_capacity(pass.len());
+                let docsize = match cache.can_serve(&wanted, *tokens_are_terms) {
+                    true => Some(cache.docsize(conn).map_err(err())?),
+                    false => None,
+                };
+                for p in pass.iter().filter(|_| docsize.is_some()) {
+                    match cache.postings(conn, FTS_INSTANCES, p.term, *tokens_are_terms).map_err(err())? {
+                        Some(list) => lists.push(list),
+                        None => break,
+                    }
+                }
+                if let Some(docsize) = docsize
+                    && lists.len() == pass.len()
+                {
+                    found = Some(postings::best_rows(&lists, stats, &docsize, &allowed, need));
+                }
+            }
+            let found = match found {
+                Some(found) => found,
+                None => lexical::best_rows(&reader.conn, &pass, &allowed, rows, need).map_err(err())?,
+            };
             hits.extend(found);
         }
         Ok(hits)
@@ -1209,59 +1340,124 @@ mod tests {
         }
     }
 
-    #[test]
-    fn pruned_lexical_search_equals_scoring_every_row() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(dir.path()).unwrap();
-        let mut rng = Rng(7);
+    /// Chunk `i` of the lexical test corpus, its body `body`.
+    fn lexical_record(i: usize, body: &str) -> EmbeddedChunk {
         let orgs = ["acme", "globex"];
+        let (org, repo, branch) = (orgs[i % 2], format!("repo{}", i % 5), ["main", "dev"][i / 7 % 2]);
+        let path = format!("{}/f{}.{}", ["src", "docs", "internal/x"][i / 11 % 3], i / 13, ["rs", "go"][i / 17 % 2]);
+        let metadata = Metadata {
+            namespace_id: format!("{org}/{repo}@{branch}"),
+            organization: org.into(),
+            repository: repo.clone(),
+            branch: branch.into(),
+            path: path.clone(),
+            ..Default::default()
+        };
+        EmbeddedChunk {
+            chunk: Chunk {
+                id: format!("c{i}"),
+                document: format!("Source: {org}/{repo}@{branch}:{path}\n\n{body}"),
+                metadata,
+            },
+            embedding: vec![1.0, 0.0],
+        }
+    }
+
+    /// A store of 3000 chunks of Zipf-drawn words (two deleted), and the
+    /// filters the comparisons use.
+    fn lexical_store(dir: &Path) -> (EmbeddedStore, Vec<SearchFilter>) {
+        let store = EmbeddedStore::open(dir).unwrap();
+        let mut rng = Rng(7);
         let mut records = Vec::new();
         for i in 0..3000usize {
-            let (org, repo, branch) = (orgs[i % 2], format!("repo{}", i % 5), ["main", "dev"][i / 7 % 2]);
-            let path =
-                format!("{}/f{}.{}", ["src", "docs", "internal/x"][i / 11 % 3], i / 13, ["rs", "go"][i / 17 % 2]);
             let words = 5 + rng.below(60);
             // Every 50th chunk repeats an earlier one, so equal scores occur.
             let body: Vec<String> = (0..words).map(|_| word(&mut rng)).collect();
             let body = if i % 50 == 49 { "the value bakoRI3 koba".to_owned() } else { body.join(" ") };
-            let metadata = Metadata {
-                namespace_id: format!("{org}/{repo}@{branch}"),
-                organization: org.into(),
-                repository: repo.clone(),
-                branch: branch.into(),
-                path: path.clone(),
-                ..Default::default()
-            };
-            records.push(EmbeddedChunk {
-                chunk: Chunk {
-                    id: format!("c{i}"),
-                    document: format!("Source: {org}/{repo}@{branch}:{path}\n\n{body}"),
-                    metadata,
-                },
-                embedding: vec![1.0, 0.0],
-            });
+            records.push(lexical_record(i, &body));
         }
         for batch in records.chunks(500) {
             store.upsert_chunks(batch).unwrap();
         }
         store.delete_chunks(&["c10".into(), "c11".into()]).unwrap();
-        let filters = [
+        let filters = vec![
             SearchFilter::default(),
             SearchFilter { organization: "acme".into(), repository: "repo2".into(), ..Default::default() },
             SearchFilter { branch: "dev".into(), path: PathGlob::new("**/*.go"), ..Default::default() },
             SearchFilter { organization: "globex".into(), path: PathGlob::new("docs/*"), ..Default::default() },
             SearchFilter { organization: "nobody".into(), ..Default::default() },
         ];
+        (store, filters)
+    }
+
+    #[test]
+    fn pruned_lexical_search_equals_scoring_every_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, filters) = lexical_store(dir.path());
         for scale in [1.0, 3.0, 1e9] {
             lexical::tests::TARGET_SCALE.set(scale);
             lexical::tests::ROUNDS.set((0, 0));
-            let checked = compare_lexical(&store, &filters, &mut Rng(11));
+            let checked = compare_lexical(&store, &filters, &mut Rng(11), LexicalPlan::Fts5);
             assert!(checked > 200, "only {checked} searches found anything");
             let (pruned, fell_back) = lexical::tests::ROUNDS.get();
             // Both ways out of the first round are taken.
             assert!(pruned > 20, "scale {scale}: {pruned} final first rounds");
             assert!(scale == 1.0 || fell_back > 5, "scale {scale}: {fell_back} fallbacks");
         }
+    }
+
+    /// The postings' MaxScore gives FTS5's rows and `bm25()` scores, bit for
+    /// bit, on a store that deletes, replaces and adds chunks between
+    /// queries (so every cached posting list must follow the writes),
+    /// including non-ASCII text, which FTS5 tokenizes and scores itself.
+    #[test]
+    fn postings_search_equals_fts5_through_deletes_and_updates() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, filters) = lexical_store(dir.path());
+        let checked = compare_lexical(&store, &filters, &mut Rng(11), LexicalPlan::Postings);
+        assert!(checked > 200, "only {checked} searches found anything");
+        let mut rng = Rng(23);
+        for round in 0..4usize {
+            let deleted: Vec<String> = (0..40).map(|j| format!("c{}", (round * 400 + j * 7) % 3000)).collect();
+            store.delete_chunks(&deleted).unwrap();
+            let replaced: Vec<EmbeddedChunk> = (0..60)
+                .map(|j| {
+                    let i = (round * 300 + j * 11 + 5) % 3000;
+                    let mut body: Vec<String> = (0..5 + rng.below(40)).map(|_| word(&mut rng)).collect();
+                    if j % 3 == 0 {
+                        body.push("café naïve größe bakoRI3 Überzug".into());
+                    }
+                    lexical_record(i, &body.join(" "))
+                })
+                .collect();
+            store.upsert_chunks(&replaced).unwrap();
+            let checked = compare_lexical(&store, &filters, &mut Rng(100 + round as u64), LexicalPlan::Postings);
+            assert!(checked > 200, "round {round}: only {checked} searches found anything");
+            for query in ["café bakoRI3", "naïve the value", "größe koba_ri1", "uberzug"] {
+                let view = store.view().unwrap();
+                let mut reader = store.reader();
+                let want = exhaustive_lexical_hits(&view, &mut reader, query, &filters[0], 15);
+                let got = view.lexical_hits(&mut reader, query, &filters[0], 15, LexicalPlan::Postings).unwrap();
+                assert!(!want.is_empty(), "{query:?} finds nothing");
+                assert_eq!(got, want, "round {round}, query {query:?}");
+            }
+        }
+    }
+
+    /// With room for no large list, a query needing one is left to FTS5's
+    /// plan, and small lists are still read: the answers stay FTS5's.
+    #[test]
+    fn postings_that_do_not_fit_leave_the_query_to_fts5() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, filters) = lexical_store(dir.path());
+        store.reader().postings.set_limits(0, 100);
+        lexical::tests::ROUNDS.set((0, 0));
+        let checked = compare_lexical(&store, &filters, &mut Rng(11), LexicalPlan::Postings);
+        assert!(checked > 200, "only {checked} searches found anything");
+        let (pruned, fell_back) = lexical::tests::ROUNDS.get();
+        assert!(pruned + fell_back > 20, "FTS5's plan ran {} rounds", pruned + fell_back);
+        let reader = store.reader();
+        assert_eq!(reader.postings.kept_bytes(), 0);
     }
 
     /// The comparison above on a store the bench kept
@@ -1293,7 +1489,7 @@ mod tests {
             let view = store.view().unwrap();
             let mut reader = store.reader();
             let want = exhaustive_lexical_hits(&view, &mut reader, &query, &filter, k);
-            let got = view.lexical_hits(&mut reader, &query, &filter, k).unwrap();
+            let got = view.lexical_hits(&mut reader, &query, &filter, k, LexicalPlan::Postings).unwrap();
             assert_eq!(got, want, "query {query:?}, k {k}");
             found += usize::from(got.len() == k);
         }
@@ -1303,7 +1499,7 @@ mod tests {
 
     /// Compares lexical search with the exhaustive one over random queries;
     /// returns how many found anything.
-    fn compare_lexical(store: &EmbeddedStore, filters: &[SearchFilter], rng: &mut Rng) -> usize {
+    fn compare_lexical(store: &EmbeddedStore, filters: &[SearchFilter], rng: &mut Rng, plan: LexicalPlan) -> usize {
         let mut checked = 0;
         for q in 0..80 {
             let query = match q {
@@ -1316,7 +1512,7 @@ mod tests {
                 let view = store.view().unwrap();
                 let mut reader = store.reader();
                 let want = exhaustive_lexical_hits(&view, &mut reader, &query, filter, k);
-                let got = view.lexical_hits(&mut reader, &query, filter, k).unwrap();
+                let got = view.lexical_hits(&mut reader, &query, filter, k, plan).unwrap();
                 assert_eq!(got, want, "query {query:?}, filter {f}, k {k}");
                 checked += usize::from(!want.is_empty());
             }
