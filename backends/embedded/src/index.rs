@@ -903,7 +903,7 @@ mod tests {
                 t[t.len() / 2]
             };
             let recall = |found: usize| found as f64 / (queries * RECALL_AT) as f64;
-            println!(
+            eprintln!(
                 "{rows} rows, keep {keep_signs} / {keep}: recall@10 of the candidates {:.4} with the sign scan ({:.2} ms of CPU, one \
                  thread; {:.2} % of rows let through), {:.4} without ({:.2} ms of CPU)",
                 recall(found_signs),
@@ -912,7 +912,7 @@ mod tests {
                 recall(found_coarse),
                 median(coarse_time),
             );
-            println!("bare sign scan {:.2} ms of CPU", median(bare_time));
+            eprintln!("bare sign scan {:.2} ms of CPU", median(bare_time));
             assert!(recall(found_signs) >= 0.99, "{rows} rows");
         }
     }
