@@ -91,7 +91,7 @@ pub(crate) fn insert_statement() -> String {
 }
 
 /// The text of each of [`COLUMNS`] for one chunk, in table order.
-pub(crate) fn columns(document: &str, metadata: &Metadata) -> [String; 4] {
+pub(crate) fn columns(document: &str, metadata: &Metadata) -> [String; COLUMNS.len()] {
     [document.to_owned(), idents(document), stems(document), names(document, metadata)]
 }
 
