@@ -159,6 +159,9 @@ impl NavService {
         let known = self.catalogue().repositories().map_err(|e| e.to_string())?;
         for ns in &namespaces {
             let existing = known.iter().find(|r| r.namespace_id == ns.namespace_id);
+            // A namespace met for the first time is named from its records,
+            // which its first rebuild then reuses rather than reading again.
+            let mut read = None;
             let id = match existing {
                 Some(r) if r.status == "pending" || r.status == "processing" => continue,
                 Some(r) => r.id,
@@ -168,6 +171,7 @@ impl NavService {
                     }
                     let metadata = self.source.metadata(&ns.namespace_id)?;
                     let (name, url) = listed(&ns.organization, &ns.repository, metadata.first());
+                    read = Some(metadata);
                     self.catalogue()
                         .insert(&NewRepository {
                             namespace_id: ns.namespace_id.clone(),
@@ -184,7 +188,7 @@ impl NavService {
                         .map_err(|e| e.to_string())?
                 }
             };
-            self.rebuild(id, &ns.namespace_id, None)?;
+            self.rebuild_from(id, &ns.namespace_id, None, read)?;
         }
         for r in known {
             if !r.managed && !namespaces.iter().any(|n| n.namespace_id == r.namespace_id) {
@@ -197,12 +201,27 @@ impl NavService {
     /// Rebuilds one repository's definitions from the store when its
     /// fingerprint changed, and marks it completed.
     pub fn rebuild(&self, id: i64, namespace_id: &str, note: Option<&str>) -> Result<(), String> {
+        self.rebuild_from(id, namespace_id, note, None)
+    }
+
+    /// [`NavService::rebuild`] with the namespace's metadata when the caller
+    /// has just read it.
+    fn rebuild_from(
+        &self,
+        id: i64,
+        namespace_id: &str,
+        note: Option<&str>,
+        metadata: Option<Vec<rr_core::Metadata>>,
+    ) -> Result<(), String> {
         let fingerprint = self.source.fingerprint(namespace_id)?;
         let current = self.catalogue().repository(id).map_err(|e| e.to_string())?;
         if current.as_ref().is_some_and(|r| r.status == "completed" && r.fingerprint == fingerprint) && note.is_none() {
             return Ok(());
         }
-        let metadata = self.source.metadata(namespace_id)?;
+        let metadata = match metadata {
+            Some(m) => m,
+            None => self.source.metadata(namespace_id)?,
+        };
         let files = self.source.files(namespace_id, &metadata)?;
         let texts: HashMap<&str, &str> = files.iter().map(|f| (f.path.as_str(), f.content.as_str())).collect();
         let entities = entities::namespace_entities(&metadata, |p| texts.get(p).copied());
