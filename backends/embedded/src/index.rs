@@ -35,10 +35,12 @@
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
+use std::ops::Range;
+use std::sync::OnceLock;
 
 use rr_core::SearchFilter;
 
-use crate::quant::{self, Codes, Factors, Layout, Query, SIGN_BLOCK_ROWS, SignFactors, Sink};
+use crate::quant::{self, Codes, Factors, Layout, Query, SIGN_BLOCK_ROWS, SignBlockFactors, Sink, Slots};
 
 /// Everything a [`SearchFilter`] can test about a chunk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -144,7 +146,8 @@ pub(crate) struct VectorIndex {
     /// Sign codes in blocks of [`SIGN_BLOCK_ROWS`] slots (see `quant.rs`);
     /// lanes past the last slot are zero.
     signs: Vec<u8>,
-    sign_factors: Vec<SignFactors>,
+    /// One per block of `signs`; lanes past the last slot are zero.
+    sign_factors: Vec<SignBlockFactors>,
     /// 2-bit codes, each row starting on a cache line when rows are 64 bytes.
     coarse: Lines,
     fine: Vec<i8>,
@@ -152,6 +155,12 @@ pub(crate) struct VectorIndex {
     keys: Vec<GroupKey>,
     group_of: HashMap<GroupKey, u32>,
     members: Vec<u32>,
+    /// Runs of consecutive slots of one group, as (first slot, group), built
+    /// when a query needs them after a change that is not an append. The
+    /// chunks of a file are written together, so a store has about as many
+    /// runs as files, and the rows a filter passes come as slot ranges: a
+    /// filtered scan reads only their codes, with no test per row.
+    runs: OnceLock<Vec<(u32, u32)>>,
     /// [`SIGN_SCAN_MIN_ROWS`]; tests lower it.
     sign_scan_min_rows: usize,
 }
@@ -180,7 +189,7 @@ impl VectorIndex {
         self.pks.reserve(rows);
         self.groups.reserve(rows);
         self.factors.reserve(rows);
-        self.sign_factors.reserve(rows);
+        self.sign_factors.reserve((self.len() + rows).div_ceil(SIGN_BLOCK_ROWS) - self.sign_factors.len());
         self.signs.reserve((self.len() + rows).div_ceil(SIGN_BLOCK_ROWS) * self.layout.sign_block_bytes());
         self.coarse.reserve(rows * self.layout.coarse_bytes());
         self.fine.reserve(rows * self.layout.dim);
@@ -194,6 +203,9 @@ impl VectorIndex {
         let slot = match self.slot_of.get(&pk) {
             Some(&slot) => {
                 self.members[self.groups[slot] as usize] -= 1;
+                if self.groups[slot] != group {
+                    self.runs.take();
+                }
                 self.groups[slot] = group;
                 slot
             }
@@ -202,10 +214,15 @@ impl VectorIndex {
                 self.slot_of.insert(pk, slot);
                 self.pks.push(pk);
                 self.groups.push(group);
+                if let Some(runs) = self.runs.get_mut()
+                    && runs.last().is_none_or(|&(_, last)| last != group)
+                {
+                    runs.push((slot as u32, group));
+                }
                 self.factors.push(Factors::default());
-                self.sign_factors.push(SignFactors::default());
                 if slot.is_multiple_of(SIGN_BLOCK_ROWS) {
                     self.signs.resize(self.signs.len() + self.layout.sign_block_bytes(), 0);
+                    self.sign_factors.push(SignBlockFactors::default());
                 }
                 self.coarse.resize((slot + 1) * self.layout.coarse_bytes());
                 self.fine.resize((slot + 1) * self.layout.dim, 0);
@@ -220,7 +237,8 @@ impl VectorIndex {
             &mut self.fine[slot * dim..(slot + 1) * dim],
         );
         let mut signs = vec![0u8; self.layout.sign_bytes()];
-        self.sign_factors[slot] = quant::encode_signs(self.layout, vector, &mut signs);
+        let factors = quant::encode_signs(self.layout, vector, &mut signs);
+        self.sign_factors[slot / SIGN_BLOCK_ROWS].set(slot % SIGN_BLOCK_ROWS, factors);
         self.set_signs(slot, &signs);
         self.members[group as usize] += 1;
     }
@@ -242,10 +260,15 @@ impl VectorIndex {
         (0..self.layout.sign_bytes()).map(|p| self.signs[self.sign_position(slot, p)]).collect()
     }
 
+    fn sign_factors_of(&self, slot: usize) -> quant::SignFactors {
+        self.sign_factors[slot / SIGN_BLOCK_ROWS].get(slot % SIGN_BLOCK_ROWS)
+    }
+
     /// Removes the row `pk` if present.
     pub fn remove(&mut self, pk: i64) {
         let Some(slot) = self.slot_of.remove(&pk) else { return };
         self.members[self.groups[slot] as usize] -= 1;
+        self.runs.take();
         let last = self.pks.len() - 1;
         let (bytes, dim) = (self.layout.coarse_bytes(), self.layout.dim);
         if slot != last {
@@ -255,15 +278,18 @@ impl VectorIndex {
             self.fine.copy_within(last * dim..(last + 1) * dim, slot * dim);
             let signs = self.signs_of(last);
             self.set_signs(slot, &signs);
+            let factors = self.sign_factors_of(last);
+            self.sign_factors[slot / SIGN_BLOCK_ROWS].set(slot % SIGN_BLOCK_ROWS, factors);
         }
         self.set_signs(last, &vec![0; self.layout.sign_bytes()]);
+        self.sign_factors[last / SIGN_BLOCK_ROWS].set(last % SIGN_BLOCK_ROWS, Default::default());
         if last.is_multiple_of(SIGN_BLOCK_ROWS) {
             self.signs.truncate(self.signs.len() - self.layout.sign_block_bytes());
+            self.sign_factors.pop();
         }
         self.pks.swap_remove(slot);
         self.groups.swap_remove(slot);
         self.factors.swap_remove(slot);
-        self.sign_factors.swap_remove(slot);
         self.coarse.resize(last * bytes);
         self.fine.truncate(last * dim);
     }
@@ -292,12 +318,33 @@ impl VectorIndex {
         Mask(Some(pass))
     }
 
-    /// How many rows pass `mask`.
-    pub fn passing_count(&self, mask: &Mask) -> usize {
-        match &mask.0 {
-            None => self.pks.len(),
-            Some(pass) => pass.iter().zip(&self.members).filter(|&(&pass, _)| pass).map(|(_, &n)| n as usize).sum(),
+    /// The slots of the rows passing `mask`, as ranges in increasing order.
+    pub fn slots(&self, mask: &Mask) -> Vec<Range<usize>> {
+        let rows = self.len();
+        if mask.0.is_none() {
+            return if rows == 0 { Vec::new() } else { std::iter::once(0..rows).collect() };
         }
+        let runs = self.runs.get_or_init(|| {
+            let mut runs: Vec<(u32, u32)> = Vec::new();
+            for (slot, &group) in self.groups.iter().enumerate() {
+                if runs.last().is_none_or(|&(_, last)| last != group) {
+                    runs.push((slot as u32, group));
+                }
+            }
+            runs
+        });
+        let mut slots: Vec<Range<usize>> = Vec::new();
+        for (i, &(start, group)) in runs.iter().enumerate() {
+            if !mask.passes(group) {
+                continue;
+            }
+            let (start, end) = (start as usize, runs.get(i + 1).map_or(rows, |&(next, _)| next as usize));
+            match slots.last_mut() {
+                Some(last) if last.end == start => last.end = end,
+                _ => slots.push(start..end),
+            }
+        }
+        slots
     }
 
     /// The pks of the rows passing `mask`.
@@ -323,12 +370,13 @@ impl VectorIndex {
         if k == 0 || rows == 0 || self.layout.dim == 0 {
             return Ok(Vec::new());
         }
-        let passing = self.passing_count(mask);
+        let slots = self.slots(mask);
+        let passing = slots.iter().map(ExactSizeIterator::len).sum();
         if passing == 0 {
             return Ok(Vec::new());
         }
         let prepared = Query::new(self.layout, query);
-        let mut candidates = self.candidates(&prepared, k, mask, passing, first);
+        let mut candidates = self.candidates(&prepared, k, &slots, passing, first);
         prepared.fine_scores(&self.fine, &self.factors, &mut candidates);
         keep_best(&mut candidates, exact_candidates(k));
 
@@ -349,25 +397,31 @@ impl VectorIndex {
     }
 
     /// Stages 1 and 2 (see the module docs): the best
-    /// [`coarse_candidates`] of the `passing` rows passing `mask`, with
-    /// their coarse estimates, in no order.
-    fn candidates(&self, query: &Query, k: usize, mask: &Mask, passing: usize, first: FirstStage) -> Vec<(f32, u32)> {
+    /// [`coarse_candidates`] of the `passing` rows in `slots`, with their
+    /// coarse estimates, in no order.
+    fn candidates(
+        &self,
+        query: &Query,
+        k: usize,
+        slots: Slots<'_>,
+        passing: usize,
+        first: FirstStage,
+    ) -> Vec<(f32, u32)> {
         let signs = passing >= self.sign_scan_min_rows && first == FirstStage::Signs;
         let keep = if signs { sign_scan_candidates(k) } else { coarse_candidates(k, passing) };
-        let passes = |slot: usize| mask.passes(self.groups[slot]);
         let mut candidates = if signs {
-            let floor = self.sampled_floor(query, keep, &passes);
-            self.split_scan(self.layout.sign_bytes(), |slots| {
+            let floor = self.sampled_floor(query, keep, slots);
+            split_scan(slots, self.layout.sign_bytes(), |part| {
                 let mut best = Best::new(keep);
                 best.threshold = floor;
-                query.sign_coarse_scan(self.codes(), slots, passes, &mut best);
+                query.sign_coarse_scan(self.codes(), part, &mut best);
                 best.found
             })
         } else {
-            self.split_scan(self.layout.coarse_bytes(), |slots| {
+            split_scan(slots, self.layout.coarse_bytes(), |part| {
                 let mut best = Best::new(keep);
                 let visit = |slot, estimate| best.offer(slot, estimate);
-                query.coarse_scan(self.layout, self.coarse.as_slice(), &self.factors, slots, passes, visit);
+                query.coarse_scan(self.layout, self.coarse.as_slice(), &self.factors, part, visit);
                 best.found
             })
         };
@@ -393,38 +447,27 @@ impl VectorIndex {
     /// A strided sample, not a prefix, because rows are stored in the order
     /// they were written (a prefix would be one repository's). `-∞` when
     /// the sample is too small to say.
-    fn sampled_floor(&self, query: &Query, keep: usize, passes: &impl Fn(usize) -> bool) -> f32 {
+    fn sampled_floor(&self, query: &Query, keep: usize, slots: Slots<'_>) -> f32 {
         const EVERY: usize = 16;
         let mut best = Best::new((2 * keep).div_ceil(EVERY));
-        let sampled = |slot: usize| (slot / SIGN_BLOCK_ROWS).is_multiple_of(EVERY) && passes(slot);
-        query.sign_coarse_scan(self.codes(), 0..self.len(), sampled, &mut best);
+        let stride = EVERY * SIGN_BLOCK_ROWS;
+        let mut sampled = Vec::new();
+        for range in slots {
+            let mut slot = range.start;
+            while slot < range.end {
+                let period = slot / stride * stride;
+                if slot < period + SIGN_BLOCK_ROWS {
+                    sampled.push(slot..range.end.min(period + SIGN_BLOCK_ROWS));
+                }
+                slot = period + stride;
+            }
+        }
+        query.sign_coarse_scan(self.codes(), &sampled, &mut best);
         if best.found.len() < best.keep {
             return f32::NEG_INFINITY;
         }
         keep_best(&mut best.found, best.keep);
         best.found.iter().map(|c| c.0).fold(f32::INFINITY, f32::min)
-    }
-
-    /// `scan` over every slot, split in two halves (at a block boundary) on
-    /// two threads when the codes it reads, `row_bytes` per row, are many.
-    fn split_scan(
-        &self,
-        row_bytes: usize,
-        scan: impl Fn(std::ops::Range<usize>) -> Vec<(f32, u32)> + Sync,
-    ) -> Vec<(f32, u32)> {
-        let rows = self.pks.len();
-        let parallel = rows * row_bytes >= 2 * PARALLEL_MIN_BYTES
-            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-        if !parallel {
-            return scan(0..rows);
-        }
-        let mid = (rows / 2).next_multiple_of(SIGN_BLOCK_ROWS);
-        let (mut lower, upper) = std::thread::scope(|s| {
-            let upper = s.spawn(|| scan(mid..rows));
-            (scan(0..mid), upper.join().expect("scan thread panicked"))
-        });
-        lower.extend(upper);
-        lower
     }
 
     /// Reads every row's `f32` vector through `exact` (as in
@@ -448,6 +491,8 @@ impl VectorIndex {
 
     /// What [`VectorIndex::nearest`] approximates: every passing row scored
     /// from its `f32` vector, on two threads when there are many.
+    /// The passing rows are read range by range, as the quantised search
+    /// reads them, so a filter makes this scan cheaper too.
     pub fn exact_nearest(&self, vectors: &ExactVectors, query: &[f32], k: usize, mask: &Mask) -> Vec<(i64, f64)> {
         let dim = self.layout.dim;
         let rows = self.pks.len();
@@ -455,35 +500,63 @@ impl VectorIndex {
             return Vec::new();
         }
         let q_inv = quant::inv_norm(query);
-        let scan = |slots: std::ops::Range<usize>| {
+        let scan = |part: Slots<'_>| {
             let mut heap = BinaryHeap::with_capacity(k + 1);
-            for slot in slots {
-                if !mask.passes(self.groups[slot]) {
-                    continue;
-                }
+            for slot in part.iter().flat_map(Clone::clone) {
                 let v = &vectors.vectors[slot * dim..(slot + 1) * dim];
                 let distance = exact_distance(query, q_inv, v, vectors.inv_norms[slot]);
                 push_bounded(&mut heap, Hit { distance, pk: self.pks[slot] }, k);
             }
-            heap
+            heap.into_vec()
         };
-        let mid = rows / 2;
-        let mut heap = if rows * dim * 4 >= 8 * PARALLEL_MIN_BYTES {
-            let (mut lower, upper) = std::thread::scope(|s| {
-                let upper = s.spawn(|| scan(mid..rows));
-                (scan(0..mid), upper.join().expect("scan thread panicked"))
-            });
-            for hit in upper {
-                push_bounded(&mut lower, hit, k);
-            }
-            lower
-        } else {
-            scan(0..rows)
-        };
-        let mut hits = std::mem::take(&mut heap).into_vec();
+        // Two threads from 8 MiB of codes' worth of rows (32 MiB of `f32`),
+        // as before the scans shared `split_scan`.
+        let mut hits = BinaryHeap::with_capacity(k + 1);
+        for hit in split_scan(&self.slots(mask), dim, scan) {
+            push_bounded(&mut hits, hit, k);
+        }
+        let mut hits = hits.into_vec();
         hits.sort();
         hits.into_iter().map(|h| (h.pk, f64::from(h.distance))).collect()
     }
+}
+
+/// `scan` over `slots`, split in two halves of their rows (at a block
+/// boundary) on two threads when the codes it reads, `row_bytes` per row,
+/// are many.
+fn split_scan<T: Send>(slots: Slots<'_>, row_bytes: usize, scan: impl Fn(Slots<'_>) -> Vec<T> + Sync) -> Vec<T> {
+    let rows: usize = slots.iter().map(ExactSizeIterator::len).sum();
+    let parallel =
+        rows * row_bytes >= 2 * PARALLEL_MIN_BYTES && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    if !parallel {
+        return scan(slots);
+    }
+    let (lower, upper) = halves(slots, rows / 2);
+    let (mut lower, upper) = std::thread::scope(|s| {
+        let upper = s.spawn(|| scan(&upper));
+        (scan(&lower), upper.join().expect("scan thread panicked"))
+    });
+    lower.extend(upper);
+    lower
+}
+
+/// `slots` cut in two after about `half` rows, on a block boundary where
+/// the range allows, so the two halves rarely share a block of codes.
+fn halves(slots: Slots<'_>, half: usize) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
+    let mut seen = 0;
+    for (i, range) in slots.iter().enumerate() {
+        if seen + range.len() >= half {
+            let cut = (range.start + (half - seen)).next_multiple_of(SIGN_BLOCK_ROWS).min(range.end);
+            let mut lower = slots[..i].to_vec();
+            lower.push(range.start..cut);
+            let mut upper: Vec<_> = std::iter::once(cut..range.end).chain(slots[i + 1..].iter().cloned()).collect();
+            lower.retain(|r| !r.is_empty());
+            upper.retain(|r| !r.is_empty());
+            return (lower, upper);
+        }
+        seen += range.len();
+    }
+    (slots.to_vec(), Vec::new())
 }
 
 /// A byte buffer whose first byte sits on a 64-byte boundary, so that a
@@ -635,6 +708,8 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 #[cfg(test)]
+// Slot lists of one range are what the scans take.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
     use rr_core::PathGlob;
@@ -774,10 +849,12 @@ mod tests {
             let mut want = vec![0u8; ix.layout.sign_bytes()];
             let factor = quant::encode_signs(ix.layout, &vectors[pk], &mut want);
             assert_eq!(ix.signs_of(slot), want, "slot {slot}");
-            assert_eq!(ix.sign_factors[slot], factor);
+            assert_eq!(ix.sign_factors_of(slot), factor);
         }
+        assert_eq!(ix.sign_factors.len(), ix.len().div_ceil(SIGN_BLOCK_ROWS));
         for slot in ix.len()..ix.len().next_multiple_of(SIGN_BLOCK_ROWS) {
             assert!(ix.signs_of(slot).iter().all(|&b| b == 0), "slot {slot}");
+            assert_eq!(ix.sign_factors_of(slot), quant::SignFactors::default(), "slot {slot}");
         }
     }
 
@@ -798,17 +875,40 @@ mod tests {
         assert_eq!(lines.as_slice()[64 * 3..], [0; 64]);
     }
 
+    /// The slot ranges of a filter are exactly the slots whose group passes
+    /// it, after appends (which extend the runs in place), replacements and
+    /// removals (which rebuild them).
     #[test]
-    fn passing_count_sums_the_passing_groups() {
+    fn slots_are_the_passing_rows_after_any_change() {
         let mut ix = VectorIndex::new(2);
-        for pk in 0..10 {
-            ix.insert(pk, key(if pk < 3 { "a" } else { "b" }, &format!("f{}", pk % 4)), &[1.0, pk as f32]);
+        let mut rng = rr_testkit::Rng(3);
+        let filter = SearchFilter { organization: "a".into(), ..Default::default() };
+        for step in 0..1500 {
+            let pk = rng.below(300) as i64;
+            if step % 7 == 3 {
+                ix.remove(pk);
+            } else {
+                let org = if rng.below(3) == 0 { "a" } else { "b" };
+                ix.insert(pk, key(org, &format!("f{}", pk / 5)), &[1.0, pk as f32]);
+            }
+            let mask = ix.mask(&filter);
+            let want: Vec<usize> = (0..ix.len()).filter(|&slot| mask.passes(ix.groups[slot])).collect();
+            let slots = ix.slots(&mask);
+            assert!(slots.windows(2).all(|w| w[0].end < w[1].start), "step {step}: {slots:?}");
+            assert_eq!(slots.into_iter().flatten().collect::<Vec<_>>(), want, "step {step}");
+            assert_eq!(ix.slots(&Mask(None)), if ix.len() == 0 { vec![] } else { vec![0..ix.len()] });
         }
-        ix.remove(1);
-        let only_a = ix.mask(&SearchFilter { organization: "a".into(), ..Default::default() });
-        assert_eq!(ix.passing_count(&only_a), 2);
-        assert_eq!(ix.passing_count(&Mask(None)), 9);
-        assert_eq!(ix.passing_count(&only_a), ix.passing(&only_a).count());
+    }
+
+    #[test]
+    fn halves_split_the_rows_on_a_block_boundary() {
+        let slots = [0..10, 20..200, 300..301];
+        let (lower, upper) = halves(&slots, 95);
+        assert_eq!((lower, upper), (vec![0..10, 20..128], vec![128..200, 300..301]));
+        let (lower, upper) = halves(&slots, 10);
+        assert_eq!((lower, upper), (vec![0..10], vec![20..200, 300..301]));
+        let (lower, upper) = halves(&[0..5], 2);
+        assert_eq!((lower, upper), (vec![0..5], vec![]));
     }
 
     /// CPU time of this thread so far, from the scheduler's statistics.
@@ -861,9 +961,9 @@ mod tests {
 
                 let t = thread_cpu_ms();
                 let mut best = Best::new(keep_signs);
-                best.threshold = ix.sampled_floor(&query, keep_signs, &|_| true);
+                best.threshold = ix.sampled_floor(&query, keep_signs, &[0..rows]);
                 let mut counting = Counting(&mut best, 0);
-                query.sign_coarse_scan(ix.codes(), 0..rows, |_| true, &mut counting);
+                query.sign_coarse_scan(ix.codes(), &[0..rows], &mut counting);
                 let_through += counting.1;
                 let mut with_signs = best.found;
                 keep_best(&mut with_signs, keep_signs);
@@ -871,28 +971,14 @@ mod tests {
 
                 let t = thread_cpu_ms();
                 let mut best = Best::new(keep);
-                query.coarse_scan(
-                    ix.layout,
-                    ix.coarse.as_slice(),
-                    &ix.factors,
-                    0..rows,
-                    |_| true,
-                    |s, e| best.offer(s, e),
-                );
+                query.coarse_scan(ix.layout, ix.coarse.as_slice(), &ix.factors, &[0..rows], |s, e| best.offer(s, e));
                 let mut without = best.found;
                 keep_best(&mut without, keep);
                 coarse_time.push(thread_cpu_ms() - t);
 
                 let t = thread_cpu_ms();
                 let mut n = 0usize;
-                query.sign_scan(
-                    ix.layout,
-                    &ix.signs,
-                    &ix.sign_factors,
-                    0..rows,
-                    |_| true,
-                    |_, e| n += (e > 0.5) as usize,
-                );
+                query.sign_scan(ix.layout, &ix.signs, &ix.sign_factors, &[0..rows], |_, e| n += (e > 0.5) as usize);
                 std::hint::black_box(n);
                 bare_time.push(thread_cpu_ms() - t);
                 found_signs += top.iter().filter(|slot| with_signs.iter().any(|c| c.1 == **slot)).count();
