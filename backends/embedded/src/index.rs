@@ -392,6 +392,11 @@ impl VectorIndex {
         Mask(Some(pass))
     }
 
+    /// Forgets every remembered glob answer (see [`GlobAnswers`]).
+    pub fn forget_glob_answers(&self) {
+        self.glob_answers.0.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
     /// The slots of the rows passing `mask`, as ranges in increasing order.
     pub fn slots(&self, mask: &Mask) -> Vec<Range<usize>> {
         let rows = self.len();
