@@ -308,7 +308,9 @@ impl VectorIndex {
         );
         let mut signs = vec![0u8; self.layout.sign_bytes()];
         let factors = quant::encode_signs(self.layout, vector, &mut signs);
-        self.sign_factors[slot / SIGN_BLOCK_ROWS].set(slot % SIGN_BLOCK_ROWS, factors);
+        let block = &mut self.sign_factors[slot / SIGN_BLOCK_ROWS];
+        block.set(slot % SIGN_BLOCK_ROWS, factors);
+        block.coarse[slot % SIGN_BLOCK_ROWS] = self.factors[slot].coarse;
         self.set_signs(slot, &signs);
         self.members[group as usize] += 1;
     }
@@ -349,10 +351,14 @@ impl VectorIndex {
             let signs = self.signs_of(last);
             self.set_signs(slot, &signs);
             let factors = self.sign_factors_of(last);
-            self.sign_factors[slot / SIGN_BLOCK_ROWS].set(slot % SIGN_BLOCK_ROWS, factors);
+            let block = &mut self.sign_factors[slot / SIGN_BLOCK_ROWS];
+            block.set(slot % SIGN_BLOCK_ROWS, factors);
+            block.coarse[slot % SIGN_BLOCK_ROWS] = self.factors[last].coarse;
         }
         self.set_signs(last, &vec![0; self.layout.sign_bytes()]);
-        self.sign_factors[last / SIGN_BLOCK_ROWS].set(last % SIGN_BLOCK_ROWS, Default::default());
+        let block = &mut self.sign_factors[last / SIGN_BLOCK_ROWS];
+        block.set(last % SIGN_BLOCK_ROWS, Default::default());
+        block.coarse[last % SIGN_BLOCK_ROWS] = 0.0;
         if last.is_multiple_of(SIGN_BLOCK_ROWS) {
             self.signs.truncate(self.signs.len() - self.layout.sign_block_bytes());
             self.sign_factors.pop();
@@ -514,7 +520,6 @@ impl VectorIndex {
             signs: &self.signs,
             sign_factors: &self.sign_factors,
             coarse: self.coarse.as_slice(),
-            factors: &self.factors,
         }
     }
 
@@ -929,11 +934,13 @@ mod tests {
             let factor = quant::encode_signs(ix.layout, &vectors[pk], &mut want);
             assert_eq!(ix.signs_of(slot), want, "slot {slot}");
             assert_eq!(ix.sign_factors_of(slot), factor);
+            assert_eq!(ix.sign_factors[slot / SIGN_BLOCK_ROWS].coarse[slot % SIGN_BLOCK_ROWS], ix.factors[slot].coarse);
         }
         assert_eq!(ix.sign_factors.len(), ix.len().div_ceil(SIGN_BLOCK_ROWS));
         for slot in ix.len()..ix.len().next_multiple_of(SIGN_BLOCK_ROWS) {
             assert!(ix.signs_of(slot).iter().all(|&b| b == 0), "slot {slot}");
             assert_eq!(ix.sign_factors_of(slot), quant::SignFactors::default(), "slot {slot}");
+            assert_eq!(ix.sign_factors[slot / SIGN_BLOCK_ROWS].coarse[slot % SIGN_BLOCK_ROWS], 0.0, "slot {slot}");
         }
     }
 

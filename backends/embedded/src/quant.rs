@@ -183,6 +183,9 @@ pub(crate) fn encode_signs(layout: Layout, v: &[f32], signs: &mut [u8]) -> SignF
 pub(crate) struct SignBlockFactors {
     pub scale: [f32; SIGN_BLOCK_ROWS],
     pub bound: [f32; SIGN_BLOCK_ROWS],
+    /// Each row's [`Factors::coarse`], copied here so that a row the sign
+    /// scan lets through costs one cache miss (its 2-bit codes), not two.
+    pub coarse: [f32; SIGN_BLOCK_ROWS],
 }
 
 impl SignBlockFactors {
@@ -259,7 +262,6 @@ pub(crate) struct Codes<'a> {
     pub sign_factors: &'a [SignBlockFactors],
     /// Row after row.
     pub coarse: &'a [u8],
-    pub factors: &'a [Factors],
 }
 
 /// Where [`Query::sign_coarse_scan`] puts what it finds.
@@ -397,9 +399,8 @@ impl Query {
             kernels,
             coarse: codes.coarse,
             bytes: codes.layout.coarse_bytes(),
-            factors: codes.factors,
             sink,
-            pending: [0; BATCH],
+            pending: [(0, 0.0); BATCH],
             len: 0,
         };
         self.sign_blocks(codes.layout, codes.signs, codes.sign_factors, slots, &mut batch, kernels);
@@ -425,7 +426,8 @@ impl Query {
             while wanted != 0 {
                 let lane = wanted.trailing_zeros() as usize;
                 wanted &= wanted - 1;
-                visit.visit(b * SIGN_BLOCK_ROWS + lane, self.sign_estimate(sums[lane], f.scale[lane]));
+                let estimate = self.sign_estimate(sums[lane], f.scale[lane]);
+                visit.visit(b * SIGN_BLOCK_ROWS + lane, estimate, f.coarse[lane]);
             }
         }
     }
@@ -525,17 +527,17 @@ impl Query {
         let bytes = layout.coarse_bytes();
         for range in slots {
             let (rows, factors) = (&codes[range.start * bytes..range.end * bytes], &factors[range.clone()]);
-            for ((slot, row), &factors) in range.clone().zip(rows.chunks_exact(bytes)).zip(factors) {
+            for ((slot, row), factors) in range.clone().zip(rows.chunks_exact(bytes)).zip(factors) {
                 let dot = kernels.coarse_dot(self, row);
-                visit(slot, self.coarse_estimate(dot, factors));
+                visit(slot, self.coarse_estimate(dot, factors.coarse));
             }
         }
     }
 
     /// The coarse estimate of the cosine from a coarse integer score.
     #[inline(always)]
-    fn coarse_estimate(&self, dot: i32, factors: Factors) -> f32 {
-        (dot as f32 - self.offset) * self.unscale * factors.coarse
+    fn coarse_estimate(&self, dot: i32, factor: f32) -> f32 {
+        (dot as f32 - self.offset) * self.unscale * factor
     }
 
     /// Σ query byte × code over one row's coarse codes.
@@ -565,12 +567,13 @@ trait Visit {
     fn floor(&self) -> f32 {
         f32::NEG_INFINITY
     }
-    fn visit(&mut self, slot: usize, estimate: f32);
+    /// `coarse` is the row's [`Factors::coarse`].
+    fn visit(&mut self, slot: usize, estimate: f32, coarse: f32);
 }
 
 impl<F: FnMut(usize, f32)> Visit for F {
     #[inline(always)]
-    fn visit(&mut self, slot: usize, estimate: f32) {
+    fn visit(&mut self, slot: usize, estimate: f32, _: f32) {
         self(slot, estimate)
     }
 }
@@ -582,9 +585,9 @@ struct Batch<'a, S, K> {
     kernels: &'a K,
     coarse: &'a [u8],
     bytes: usize,
-    factors: &'a [Factors],
     sink: &'a mut S,
-    pending: [u32; BATCH],
+    /// Slots and their coarse factors.
+    pending: [(u32, f32); BATCH],
     len: usize,
 }
 
@@ -593,13 +596,14 @@ impl<S: Sink, K: Kernels> Batch<'_, S, K> {
     fn flush(&mut self) {
         let mut dots = [0i32; BATCH];
         let pending = &self.pending[..self.len];
-        // All loads first: they are independent, so their misses overlap.
-        for (d, &slot) in dots.iter_mut().zip(pending) {
+        // All loads first: they are independent, so their misses overlap
+        // (and each was prefetched when its row was let through).
+        for (d, &(slot, _)) in dots.iter_mut().zip(pending) {
             let slot = slot as usize;
             *d = self.kernels.coarse_dot(self.query, &self.coarse[slot * self.bytes..(slot + 1) * self.bytes]);
         }
-        for (&d, &slot) in dots.iter().zip(pending) {
-            self.sink.offer(slot as usize, self.query.coarse_estimate(d, self.factors[slot as usize]));
+        for (&d, &(slot, factor)) in dots.iter().zip(pending) {
+            self.sink.offer(slot as usize, self.query.coarse_estimate(d, factor));
         }
         self.len = 0;
     }
@@ -612,8 +616,9 @@ impl<S: Sink, K: Kernels> Visit for Batch<'_, S, K> {
     }
 
     #[inline(always)]
-    fn visit(&mut self, slot: usize, _: f32) {
-        self.pending[self.len] = slot as u32;
+    fn visit(&mut self, slot: usize, _: f32, coarse: f32) {
+        self.kernels.prefetch(&self.coarse[slot * self.bytes..(slot + 1) * self.bytes]);
+        self.pending[self.len] = (slot as u32, coarse);
         self.len += 1;
         if self.len == BATCH {
             self.flush();
@@ -629,6 +634,9 @@ trait Kernels {
     fn sign_pass(&self, query: &Query, sums: &[u32; SIGN_BLOCK_ROWS], factors: &SignBlockFactors, floor: f32) -> u32;
     /// [`Query::coarse_dot_portable`].
     fn coarse_dot(&self, query: &Query, row: &[u8]) -> i32;
+    /// Asks for `row`'s first cache line ahead of its use, where the CPU
+    /// can be asked.
+    fn prefetch(&self, row: &[u8]);
 }
 
 struct Portable;
@@ -648,6 +656,9 @@ impl Kernels for Portable {
     fn coarse_dot(&self, query: &Query, row: &[u8]) -> i32 {
         query.coarse_dot_portable(row)
     }
+
+    #[inline(always)]
+    fn prefetch(&self, _: &[u8]) {}
 }
 
 /// The AVX2 kernels, with the query's codes as vectors.
@@ -686,6 +697,12 @@ impl Kernels for Avx2 {
     #[inline(always)]
     fn coarse_dot(&self, _: &Query, row: &[u8]) -> i32 {
         coarse_dot_avx2(self.simd, &self.coarse, row)
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, row: &[u8]) {
+        // A hint: it reads nothing and cannot fault.
+        self.simd.sse._mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(row.as_ptr().cast());
     }
 }
 
@@ -922,9 +939,11 @@ mod tests {
         let mut coarse = vec![0u8; rows * layout.coarse_bytes()];
         let mut fine = vec![0i8; rows * dim];
         let mut factors = Vec::new();
+        let mut sign_factors = sign_factors;
         for (i, v) in vectors.iter().enumerate() {
             let c = &mut coarse[i * layout.coarse_bytes()..(i + 1) * layout.coarse_bytes()];
             factors.push(encode(layout, v, c, &mut fine[i * dim..(i + 1) * dim]));
+            sign_factors[i / SIGN_BLOCK_ROWS].coarse[i % SIGN_BLOCK_ROWS] = factors[i].coarse;
         }
         let q = vector(77, dim);
         let query = Query::new(layout, &q);
@@ -937,7 +956,7 @@ mod tests {
         let want: Vec<(usize, f32)> = coarse_all.iter().copied().filter(|&(s, _)| sign[s] >= threshold).collect();
         assert!(!want.is_empty() && want.len() < rows / 2, "{} let through", want.len());
         let mut fast = All(threshold, Vec::new());
-        let codes = Codes { layout, signs: &signs, sign_factors: &sign_factors, coarse: &coarse, factors: &factors };
+        let codes = Codes { layout, signs: &signs, sign_factors: &sign_factors, coarse: &coarse };
         query.sign_coarse_scan(codes, &[0..rows], &mut fast);
         assert_eq!(fast.1, want);
         let mut portable = All(threshold, Vec::new());
