@@ -208,14 +208,14 @@ pub(crate) type Slots<'a> = &'a [std::ops::Range<usize>];
 /// ranges cover; two ranges ending and starting in one block give it once.
 /// An iterator rather than a callback so that the kernels in the loop body
 /// are compiled with the scan's CPU features.
-struct Blocks<'a> {
+pub(crate) struct Blocks<'a> {
     ranges: std::slice::Iter<'a, std::ops::Range<usize>>,
     range: std::ops::Range<usize>,
     pending: Option<(usize, u32)>,
 }
 
 impl<'a> Blocks<'a> {
-    fn new(slots: Slots<'a>) -> Self {
+    pub fn new(slots: Slots<'a>) -> Self {
         Blocks { ranges: slots.iter(), range: 0..0, pending: None }
     }
 }
