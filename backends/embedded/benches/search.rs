@@ -22,7 +22,8 @@
 //! the lexical caches before each query, as a write does.
 //!
 //! `RR_BENCH_SIZES=100000` runs only the given sizes; `RR_BENCH_KEEP_DIR=DIR`
-//! keeps the written stores in `DIR` and reuses them on the next run.
+//! keeps the written stores in `DIR` and reuses them on the next run;
+//! `RR_BENCH_VECTOR_ONLY=1` runs the vector cases alone.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -316,7 +317,13 @@ fn query_phase(dir: &Path, n: usize) {
         store.search(q(i), &glob, K).unwrap().len()
     });
     println!("| {n} | vector, path glob **/*.go, first query of the glob | {p50:.2} | {p99:.2} | {cpu:.2} |");
-    let lexical = lexical_cases(&store, n, &zipf, &words, &mut rng, &queries, &none, &source);
+    // `RR_BENCH_VECTOR_ONLY=1` leaves the lexical cases out: comparing two
+    // builds of the vector index at 1M then takes minutes, not tens of them.
+    let lexical = if std::env::var_os(VECTOR_ONLY_ENV).is_some() {
+        Vec::new()
+    } else {
+        lexical_cases(&store, n, &zipf, &words, &mut rng, &queries, &none, &source)
+    };
     let rss_after_queries = rss_mib();
     // The exact scan over an f32 copy of every vector: the store's search
     // before the quantised index, and the reference of the recall column.
@@ -361,6 +368,9 @@ fn query_phase(dir: &Path, n: usize) {
         rss_mib(),
     );
 }
+
+/// Set to leave the lexical and hybrid cases out.
+const VECTOR_ONLY_ENV: &str = "RR_BENCH_VECTOR_ONLY";
 
 /// Queries timed cold, after the lexical caches are dropped: each costs
 /// what the first query after a write costs.
