@@ -7,7 +7,8 @@
 //!    RaBitQ's error bound; a row whose estimate plus bound cannot reach the
 //!    current cut-off of stage 2 goes no further (a few percent of a
 //!    million random rows do). When the filter leaves fewer than
-//!    [`SIGN_SCAN_MIN_ROWS`], this stage is skipped.
+//!    [`SIGN_SCAN_MIN_ROWS`], or rows so scattered that they fill less than
+//!    a quarter of the blocks they touch, this stage is skipped.
 //! 2. **Coarse re-rank.** The rows stage 1 lets through (or every passing
 //!    row) are scored from their 2-bit codes; the best [`coarse_candidates`]
 //!    are kept.
@@ -25,20 +26,26 @@
 //! quantisation). Every count follows the number of rows passing the filter,
 //! not the store's size, so a filtered query does work in proportion to the
 //! rows it may return. In memory a row costs its codes (`dim / 8 + dim / 4 +
-//! dim` bytes) instead of `4 · dim`: about 370 MB at a million 256-d rows.
+//! dim` bytes) and 20 bytes of factors instead of `4 · dim`: the store's
+//! resident memory is about 470 MB at a million 256-d rows.
 //!
 //! Rows are grouped by what a filter can look at (organization, repository,
 //! branch and the document's first line, which holds the path). All chunks of
-//! a file share a group, so a filter is evaluated once per group, not once
-//! per chunk, and the scan only tests one bit per row: the filter applies
-//! before ranking.
+//! a file share a group, and are written together, so the slots of a group
+//! form runs: a filter is evaluated once per namespace (its organization,
+//! repository and branch) and once per group for its glob (remembered across
+//! queries, see [`GlobAnswers`]), then turned into the slot ranges it passes,
+//! and the scans read only those ranges' codes, with no test per row: the
+//! filter applies before ranking.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
+use std::ops::Range;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
-use rr_core::SearchFilter;
+use rr_core::{PathGlob, SearchFilter};
 
-use crate::quant::{self, Codes, Factors, Layout, Query, SIGN_BLOCK_ROWS, SignFactors, Sink};
+use crate::quant::{self, Blocks, Codes, Factors, Layout, Query, SIGN_BLOCK_ROWS, SignBlockFactors, Sink, Slots};
 
 /// Everything a [`SearchFilter`] can test about a chunk.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -54,11 +61,80 @@ pub(crate) struct GroupKey {
 }
 
 impl GroupKey {
-    pub fn passes(&self, filter: &SearchFilter) -> bool {
+    /// Whether the filter's organization, repository and branch pass (its
+    /// path glob is [`GlobAnswers`]' job).
+    fn source_passes(&self, filter: &SearchFilter) -> bool {
         (filter.organization.is_empty() || self.organization == filter.organization)
             && (filter.repository.is_empty() || self.repository == filter.repository)
             && (filter.branch.is_empty() || self.branch == filter.branch)
-            && filter.path.as_ref().is_none_or(|glob| glob.matches_document(&self.source_line))
+    }
+}
+
+/// Path globs recently filtered on, each with what is known of its answer
+/// for every group, most recent last. A glob costs a regular expression
+/// match per group, and every file is a group: about 100,000 matches at a
+/// million chunks, 10 ms and more, where the scan itself takes less. Groups
+/// are only ever added (a group left without rows keeps its number), so an
+/// answer stays right; a glob is matched only on the groups the rest of the
+/// filter passes that it has not been matched on yet, and agents come back
+/// to the same globs.
+#[derive(Debug, Default)]
+struct GlobAnswers(Mutex<Vec<(String, Vec<Answer>)>>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answer {
+    Unknown,
+    No,
+    Yes,
+}
+
+/// How many globs [`GlobAnswers`] remembers: a byte per group each.
+const GLOB_ANSWERS: usize = 16;
+
+/// Matches past which a glob's evaluation is split over two threads.
+const PARALLEL_MIN_MATCHES: usize = 20_000;
+
+impl GlobAnswers {
+    /// Clears `pass[g]` for every group `g` whose key does not match `glob`.
+    fn apply(&self, glob: &PathGlob, keys: &[GroupKey], pass: &mut [bool]) {
+        let lock = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut known = {
+            let mut cache = lock();
+            match cache.iter().position(|(pattern, _)| pattern == glob.pattern()) {
+                Some(i) => cache.remove(i).1,
+                None => Vec::new(),
+            }
+        };
+        known.resize(keys.len(), Answer::Unknown);
+        let todo: Vec<usize> = (0..keys.len()).filter(|&g| pass[g] && known[g] == Answer::Unknown).collect();
+        // Matched without the lock: other queries go on meanwhile.
+        let matches = |groups: &[usize]| -> Vec<bool> {
+            groups.iter().map(|&g| glob.matches_document(&keys[g].source_line)).collect()
+        };
+        let found =
+            if todo.len() >= PARALLEL_MIN_MATCHES && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+                let (lower, upper) = todo.split_at(todo.len() / 2);
+                let (mut lower, upper) = std::thread::scope(|s| {
+                    let upper = s.spawn(|| matches(upper));
+                    (matches(lower), upper.join().expect("glob thread panicked"))
+                });
+                lower.extend(upper);
+                lower
+            } else {
+                matches(&todo)
+            };
+        for (&g, found) in todo.iter().zip(found) {
+            known[g] = if found { Answer::Yes } else { Answer::No };
+        }
+        for (pass, &known) in pass.iter_mut().zip(&known) {
+            *pass &= known == Answer::Yes;
+        }
+        let mut cache = lock();
+        cache.retain(|(pattern, _)| pattern != glob.pattern());
+        if cache.len() == GLOB_ANSWERS {
+            cache.remove(0);
+        }
+        cache.push((glob.pattern().to_owned(), known));
     }
 }
 
@@ -87,6 +163,19 @@ const PARALLEL_MIN_BYTES: usize = 4 << 20;
 /// milliseconds, so the rare true neighbour the sign bound misses is not
 /// worth risking.
 pub(crate) const SIGN_SCAN_MIN_ROWS: usize = 200_000;
+
+/// The sign scan reads every block of 32 slots that holds a passing row,
+/// whole (32 bytes a slot and 12 of factors), where the 2-bit scan reads 64
+/// bytes and 8 of factors a passing row, and scores it with more
+/// instructions. Where the passing rows fill less than a quarter of the
+/// slots of the blocks they touch, the sign scan is skipped. (A glob passing
+/// one file in five, each file a run of ~10 slots, fills about 40 %: at a
+/// million chunks the sign scan took 8.1 ms of CPU a query there, the 2-bit
+/// scan 10.6 in a run under a little more load.)
+fn sign_scan_pays(passing: usize, slots: Slots<'_>) -> bool {
+    let touched = Blocks::new(slots).count();
+    4 * passing >= touched * SIGN_BLOCK_ROWS
+}
 
 /// Rows kept from the 2-bit codes behind the sign scan. The cut-off of
 /// these is what the sign bound is tested against, so the fewer, the fewer
@@ -144,14 +233,28 @@ pub(crate) struct VectorIndex {
     /// Sign codes in blocks of [`SIGN_BLOCK_ROWS`] slots (see `quant.rs`);
     /// lanes past the last slot are zero.
     signs: Vec<u8>,
-    sign_factors: Vec<SignFactors>,
+    /// One per block of `signs`; lanes past the last slot are zero.
+    sign_factors: Vec<SignBlockFactors>,
     /// 2-bit codes, each row starting on a cache line when rows are 64 bytes.
     coarse: Lines,
     fine: Vec<i8>,
     slot_of: HashMap<i64, usize>,
     keys: Vec<GroupKey>,
     group_of: HashMap<GroupKey, u32>,
+    /// Each group's namespace: the index in `namespaces` of its
+    /// organization, repository and branch. A source filter is tested once
+    /// per namespace (tens) instead of once per group (every file).
+    group_namespace: Vec<u32>,
+    namespaces: Vec<GroupKey>,
+    namespace_of: HashMap<(String, String, String), u32>,
     members: Vec<u32>,
+    /// Runs of consecutive slots of one group, as (first slot, group), built
+    /// when a query needs them after a change that is not an append. The
+    /// chunks of a file are written together, so a store has about as many
+    /// runs as files, and the rows a filter passes come as slot ranges: a
+    /// filtered scan reads only their codes, with no test per row.
+    runs: OnceLock<Vec<(u32, u32)>>,
+    glob_answers: GlobAnswers,
     /// [`SIGN_SCAN_MIN_ROWS`]; tests lower it.
     sign_scan_min_rows: usize,
 }
@@ -180,7 +283,7 @@ impl VectorIndex {
         self.pks.reserve(rows);
         self.groups.reserve(rows);
         self.factors.reserve(rows);
-        self.sign_factors.reserve(rows);
+        self.sign_factors.reserve((self.len() + rows).div_ceil(SIGN_BLOCK_ROWS) - self.sign_factors.len());
         self.signs.reserve((self.len() + rows).div_ceil(SIGN_BLOCK_ROWS) * self.layout.sign_block_bytes());
         self.coarse.reserve(rows * self.layout.coarse_bytes());
         self.fine.reserve(rows * self.layout.dim);
@@ -194,6 +297,9 @@ impl VectorIndex {
         let slot = match self.slot_of.get(&pk) {
             Some(&slot) => {
                 self.members[self.groups[slot] as usize] -= 1;
+                if self.groups[slot] != group {
+                    self.runs.take();
+                }
                 self.groups[slot] = group;
                 slot
             }
@@ -202,10 +308,15 @@ impl VectorIndex {
                 self.slot_of.insert(pk, slot);
                 self.pks.push(pk);
                 self.groups.push(group);
+                if let Some(runs) = self.runs.get_mut()
+                    && runs.last().is_none_or(|&(_, last)| last != group)
+                {
+                    runs.push((slot as u32, group));
+                }
                 self.factors.push(Factors::default());
-                self.sign_factors.push(SignFactors::default());
                 if slot.is_multiple_of(SIGN_BLOCK_ROWS) {
                     self.signs.resize(self.signs.len() + self.layout.sign_block_bytes(), 0);
+                    self.sign_factors.push(SignBlockFactors::default());
                 }
                 self.coarse.resize((slot + 1) * self.layout.coarse_bytes());
                 self.fine.resize((slot + 1) * self.layout.dim, 0);
@@ -220,7 +331,10 @@ impl VectorIndex {
             &mut self.fine[slot * dim..(slot + 1) * dim],
         );
         let mut signs = vec![0u8; self.layout.sign_bytes()];
-        self.sign_factors[slot] = quant::encode_signs(self.layout, vector, &mut signs);
+        let factors = quant::encode_signs(self.layout, vector, &mut signs);
+        let block = &mut self.sign_factors[slot / SIGN_BLOCK_ROWS];
+        block.set(slot % SIGN_BLOCK_ROWS, factors);
+        block.coarse[slot % SIGN_BLOCK_ROWS] = self.factors[slot].coarse;
         self.set_signs(slot, &signs);
         self.members[group as usize] += 1;
     }
@@ -242,10 +356,15 @@ impl VectorIndex {
         (0..self.layout.sign_bytes()).map(|p| self.signs[self.sign_position(slot, p)]).collect()
     }
 
+    fn sign_factors_of(&self, slot: usize) -> quant::SignFactors {
+        self.sign_factors[slot / SIGN_BLOCK_ROWS].get(slot % SIGN_BLOCK_ROWS)
+    }
+
     /// Removes the row `pk` if present.
     pub fn remove(&mut self, pk: i64) {
         let Some(slot) = self.slot_of.remove(&pk) else { return };
         self.members[self.groups[slot] as usize] -= 1;
+        self.runs.take();
         let last = self.pks.len() - 1;
         let (bytes, dim) = (self.layout.coarse_bytes(), self.layout.dim);
         if slot != last {
@@ -255,15 +374,22 @@ impl VectorIndex {
             self.fine.copy_within(last * dim..(last + 1) * dim, slot * dim);
             let signs = self.signs_of(last);
             self.set_signs(slot, &signs);
+            let factors = self.sign_factors_of(last);
+            let block = &mut self.sign_factors[slot / SIGN_BLOCK_ROWS];
+            block.set(slot % SIGN_BLOCK_ROWS, factors);
+            block.coarse[slot % SIGN_BLOCK_ROWS] = self.factors[last].coarse;
         }
         self.set_signs(last, &vec![0; self.layout.sign_bytes()]);
+        let block = &mut self.sign_factors[last / SIGN_BLOCK_ROWS];
+        block.set(last % SIGN_BLOCK_ROWS, Default::default());
+        block.coarse[last % SIGN_BLOCK_ROWS] = 0.0;
         if last.is_multiple_of(SIGN_BLOCK_ROWS) {
             self.signs.truncate(self.signs.len() - self.layout.sign_block_bytes());
+            self.sign_factors.pop();
         }
         self.pks.swap_remove(slot);
         self.groups.swap_remove(slot);
         self.factors.swap_remove(slot);
-        self.sign_factors.swap_remove(slot);
         self.coarse.resize(last * bytes);
         self.fine.truncate(last * dim);
     }
@@ -273,6 +399,13 @@ impl VectorIndex {
             return g;
         }
         let g = self.keys.len() as u32;
+        let namespace = (key.organization.clone(), key.repository.clone(), key.branch.clone());
+        let next = self.namespaces.len() as u32;
+        let ns = *self.namespace_of.entry(namespace).or_insert(next);
+        if ns == next {
+            self.namespaces.push(GroupKey { source_line: String::new(), ..key.clone() });
+        }
+        self.group_namespace.push(ns);
         self.keys.push(key.clone());
         self.group_of.insert(key, g);
         self.members.push(0);
@@ -288,16 +421,51 @@ impl VectorIndex {
         if unconstrained {
             return Mask(None);
         }
-        let pass = self.keys.iter().zip(&self.members).map(|(key, &n)| n > 0 && key.passes(filter)).collect();
+        let namespace_passes: Vec<bool> = self.namespaces.iter().map(|ns| ns.source_passes(filter)).collect();
+        let mut pass: Vec<bool> = self
+            .group_namespace
+            .iter()
+            .zip(&self.members)
+            .map(|(&ns, &n)| n > 0 && namespace_passes[ns as usize])
+            .collect();
+        if let Some(glob) = &filter.path {
+            self.glob_answers.apply(glob, &self.keys, &mut pass);
+        }
         Mask(Some(pass))
     }
 
-    /// How many rows pass `mask`.
-    pub fn passing_count(&self, mask: &Mask) -> usize {
-        match &mask.0 {
-            None => self.pks.len(),
-            Some(pass) => pass.iter().zip(&self.members).filter(|&(&pass, _)| pass).map(|(_, &n)| n as usize).sum(),
+    /// Forgets every remembered glob answer (see [`GlobAnswers`]).
+    pub fn forget_glob_answers(&self) {
+        self.glob_answers.0.lock().unwrap_or_else(PoisonError::into_inner).clear();
+    }
+
+    /// The slots of the rows passing `mask`, as ranges in increasing order.
+    pub fn slots(&self, mask: &Mask) -> Vec<Range<usize>> {
+        let rows = self.len();
+        if mask.0.is_none() {
+            return if rows == 0 { Vec::new() } else { std::iter::once(0..rows).collect() };
         }
+        let runs = self.runs.get_or_init(|| {
+            let mut runs: Vec<(u32, u32)> = Vec::new();
+            for (slot, &group) in self.groups.iter().enumerate() {
+                if runs.last().is_none_or(|&(_, last)| last != group) {
+                    runs.push((slot as u32, group));
+                }
+            }
+            runs
+        });
+        let mut slots: Vec<Range<usize>> = Vec::new();
+        for (i, &(start, group)) in runs.iter().enumerate() {
+            if !mask.passes(group) {
+                continue;
+            }
+            let (start, end) = (start as usize, runs.get(i + 1).map_or(rows, |&(next, _)| next as usize));
+            match slots.last_mut() {
+                Some(last) if last.end == start => last.end = end,
+                _ => slots.push(start..end),
+            }
+        }
+        slots
     }
 
     /// The pks of the rows passing `mask`.
@@ -323,12 +491,13 @@ impl VectorIndex {
         if k == 0 || rows == 0 || self.layout.dim == 0 {
             return Ok(Vec::new());
         }
-        let passing = self.passing_count(mask);
+        let slots = self.slots(mask);
+        let passing = slots.iter().map(ExactSizeIterator::len).sum();
         if passing == 0 {
             return Ok(Vec::new());
         }
         let prepared = Query::new(self.layout, query);
-        let mut candidates = self.candidates(&prepared, k, mask, passing, first);
+        let mut candidates = self.candidates(&prepared, k, &slots, passing, first);
         prepared.fine_scores(&self.fine, &self.factors, &mut candidates);
         keep_best(&mut candidates, exact_candidates(k));
 
@@ -349,25 +518,31 @@ impl VectorIndex {
     }
 
     /// Stages 1 and 2 (see the module docs): the best
-    /// [`coarse_candidates`] of the `passing` rows passing `mask`, with
-    /// their coarse estimates, in no order.
-    fn candidates(&self, query: &Query, k: usize, mask: &Mask, passing: usize, first: FirstStage) -> Vec<(f32, u32)> {
-        let signs = passing >= self.sign_scan_min_rows && first == FirstStage::Signs;
+    /// [`coarse_candidates`] of the `passing` rows in `slots`, with their
+    /// coarse estimates, in no order.
+    fn candidates(
+        &self,
+        query: &Query,
+        k: usize,
+        slots: Slots<'_>,
+        passing: usize,
+        first: FirstStage,
+    ) -> Vec<(f32, u32)> {
+        let signs = first == FirstStage::Signs && passing >= self.sign_scan_min_rows && sign_scan_pays(passing, slots);
         let keep = if signs { sign_scan_candidates(k) } else { coarse_candidates(k, passing) };
-        let passes = |slot: usize| mask.passes(self.groups[slot]);
         let mut candidates = if signs {
-            let floor = self.sampled_floor(query, keep, &passes);
-            self.split_scan(self.layout.sign_bytes(), |slots| {
+            let floor = self.sampled_floor(query, keep, slots);
+            split_scan(slots, self.layout.sign_bytes(), |part| {
                 let mut best = Best::new(keep);
                 best.threshold = floor;
-                query.sign_coarse_scan(self.codes(), slots, passes, &mut best);
+                query.sign_coarse_scan(self.codes(), part, &mut best);
                 best.found
             })
         } else {
-            self.split_scan(self.layout.coarse_bytes(), |slots| {
+            split_scan(slots, self.layout.coarse_bytes(), |part| {
                 let mut best = Best::new(keep);
                 let visit = |slot, estimate| best.offer(slot, estimate);
-                query.coarse_scan(self.layout, self.coarse.as_slice(), &self.factors, slots, passes, visit);
+                query.coarse_scan(self.layout, self.coarse.as_slice(), &self.factors, part, visit);
                 best.found
             })
         };
@@ -381,7 +556,6 @@ impl VectorIndex {
             signs: &self.signs,
             sign_factors: &self.sign_factors,
             coarse: self.coarse.as_slice(),
-            factors: &self.factors,
         }
     }
 
@@ -393,38 +567,27 @@ impl VectorIndex {
     /// A strided sample, not a prefix, because rows are stored in the order
     /// they were written (a prefix would be one repository's). `-∞` when
     /// the sample is too small to say.
-    fn sampled_floor(&self, query: &Query, keep: usize, passes: &impl Fn(usize) -> bool) -> f32 {
+    fn sampled_floor(&self, query: &Query, keep: usize, slots: Slots<'_>) -> f32 {
         const EVERY: usize = 16;
         let mut best = Best::new((2 * keep).div_ceil(EVERY));
-        let sampled = |slot: usize| (slot / SIGN_BLOCK_ROWS).is_multiple_of(EVERY) && passes(slot);
-        query.sign_coarse_scan(self.codes(), 0..self.len(), sampled, &mut best);
+        let stride = EVERY * SIGN_BLOCK_ROWS;
+        let mut sampled = Vec::new();
+        for range in slots {
+            let mut slot = range.start;
+            while slot < range.end {
+                let period = slot / stride * stride;
+                if slot < period + SIGN_BLOCK_ROWS {
+                    sampled.push(slot..range.end.min(period + SIGN_BLOCK_ROWS));
+                }
+                slot = period + stride;
+            }
+        }
+        query.sign_coarse_scan(self.codes(), &sampled, &mut best);
         if best.found.len() < best.keep {
             return f32::NEG_INFINITY;
         }
         keep_best(&mut best.found, best.keep);
         best.found.iter().map(|c| c.0).fold(f32::INFINITY, f32::min)
-    }
-
-    /// `scan` over every slot, split in two halves (at a block boundary) on
-    /// two threads when the codes it reads, `row_bytes` per row, are many.
-    fn split_scan(
-        &self,
-        row_bytes: usize,
-        scan: impl Fn(std::ops::Range<usize>) -> Vec<(f32, u32)> + Sync,
-    ) -> Vec<(f32, u32)> {
-        let rows = self.pks.len();
-        let parallel = rows * row_bytes >= 2 * PARALLEL_MIN_BYTES
-            && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
-        if !parallel {
-            return scan(0..rows);
-        }
-        let mid = (rows / 2).next_multiple_of(SIGN_BLOCK_ROWS);
-        let (mut lower, upper) = std::thread::scope(|s| {
-            let upper = s.spawn(|| scan(mid..rows));
-            (scan(0..mid), upper.join().expect("scan thread panicked"))
-        });
-        lower.extend(upper);
-        lower
     }
 
     /// Reads every row's `f32` vector through `exact` (as in
@@ -448,6 +611,8 @@ impl VectorIndex {
 
     /// What [`VectorIndex::nearest`] approximates: every passing row scored
     /// from its `f32` vector, on two threads when there are many.
+    /// The passing rows are read range by range, as the quantised search
+    /// reads them, so a filter makes this scan cheaper too.
     pub fn exact_nearest(&self, vectors: &ExactVectors, query: &[f32], k: usize, mask: &Mask) -> Vec<(i64, f64)> {
         let dim = self.layout.dim;
         let rows = self.pks.len();
@@ -455,35 +620,63 @@ impl VectorIndex {
             return Vec::new();
         }
         let q_inv = quant::inv_norm(query);
-        let scan = |slots: std::ops::Range<usize>| {
+        let scan = |part: Slots<'_>| {
             let mut heap = BinaryHeap::with_capacity(k + 1);
-            for slot in slots {
-                if !mask.passes(self.groups[slot]) {
-                    continue;
-                }
+            for slot in part.iter().flat_map(Clone::clone) {
                 let v = &vectors.vectors[slot * dim..(slot + 1) * dim];
                 let distance = exact_distance(query, q_inv, v, vectors.inv_norms[slot]);
                 push_bounded(&mut heap, Hit { distance, pk: self.pks[slot] }, k);
             }
-            heap
+            heap.into_vec()
         };
-        let mid = rows / 2;
-        let mut heap = if rows * dim * 4 >= 8 * PARALLEL_MIN_BYTES {
-            let (mut lower, upper) = std::thread::scope(|s| {
-                let upper = s.spawn(|| scan(mid..rows));
-                (scan(0..mid), upper.join().expect("scan thread panicked"))
-            });
-            for hit in upper {
-                push_bounded(&mut lower, hit, k);
-            }
-            lower
-        } else {
-            scan(0..rows)
-        };
-        let mut hits = std::mem::take(&mut heap).into_vec();
+        // Two threads from 8 MiB of codes' worth of rows (32 MiB of `f32`),
+        // as before the scans shared `split_scan`.
+        let mut hits = BinaryHeap::with_capacity(k + 1);
+        for hit in split_scan(&self.slots(mask), dim, scan) {
+            push_bounded(&mut hits, hit, k);
+        }
+        let mut hits = hits.into_vec();
         hits.sort();
         hits.into_iter().map(|h| (h.pk, f64::from(h.distance))).collect()
     }
+}
+
+/// `scan` over `slots`, split in two halves of their rows (at a block
+/// boundary) on two threads when the codes it reads, `row_bytes` per row,
+/// are many.
+fn split_scan<T: Send>(slots: Slots<'_>, row_bytes: usize, scan: impl Fn(Slots<'_>) -> Vec<T> + Sync) -> Vec<T> {
+    let rows: usize = slots.iter().map(ExactSizeIterator::len).sum();
+    let parallel =
+        rows * row_bytes >= 2 * PARALLEL_MIN_BYTES && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1);
+    if !parallel {
+        return scan(slots);
+    }
+    let (lower, upper) = halves(slots, rows / 2);
+    let (mut lower, upper) = std::thread::scope(|s| {
+        let upper = s.spawn(|| scan(&upper));
+        (scan(&lower), upper.join().expect("scan thread panicked"))
+    });
+    lower.extend(upper);
+    lower
+}
+
+/// `slots` cut in two after about `half` rows, on a block boundary where
+/// the range allows, so the two halves rarely share a block of codes.
+fn halves(slots: Slots<'_>, half: usize) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
+    let mut seen = 0;
+    for (i, range) in slots.iter().enumerate() {
+        if seen + range.len() >= half {
+            let cut = (range.start + (half - seen)).next_multiple_of(SIGN_BLOCK_ROWS).min(range.end);
+            let mut lower = slots[..i].to_vec();
+            lower.push(range.start..cut);
+            let mut upper: Vec<_> = std::iter::once(cut..range.end).chain(slots[i + 1..].iter().cloned()).collect();
+            lower.retain(|r| !r.is_empty());
+            upper.retain(|r| !r.is_empty());
+            return (lower, upper);
+        }
+        seen += range.len();
+    }
+    (slots.to_vec(), Vec::new())
 }
 
 /// A byte buffer whose first byte sits on a 64-byte boundary, so that a
@@ -635,6 +828,8 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 #[cfg(test)]
+// Slot lists of one range are what the scans take.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
     use rr_core::PathGlob;
@@ -774,10 +969,14 @@ mod tests {
             let mut want = vec![0u8; ix.layout.sign_bytes()];
             let factor = quant::encode_signs(ix.layout, &vectors[pk], &mut want);
             assert_eq!(ix.signs_of(slot), want, "slot {slot}");
-            assert_eq!(ix.sign_factors[slot], factor);
+            assert_eq!(ix.sign_factors_of(slot), factor);
+            assert_eq!(ix.sign_factors[slot / SIGN_BLOCK_ROWS].coarse[slot % SIGN_BLOCK_ROWS], ix.factors[slot].coarse);
         }
+        assert_eq!(ix.sign_factors.len(), ix.len().div_ceil(SIGN_BLOCK_ROWS));
         for slot in ix.len()..ix.len().next_multiple_of(SIGN_BLOCK_ROWS) {
             assert!(ix.signs_of(slot).iter().all(|&b| b == 0), "slot {slot}");
+            assert_eq!(ix.sign_factors_of(slot), quant::SignFactors::default(), "slot {slot}");
+            assert_eq!(ix.sign_factors[slot / SIGN_BLOCK_ROWS].coarse[slot % SIGN_BLOCK_ROWS], 0.0, "slot {slot}");
         }
     }
 
@@ -798,17 +997,83 @@ mod tests {
         assert_eq!(lines.as_slice()[64 * 3..], [0; 64]);
     }
 
+    /// A mask with a glob passes the groups whose source line the glob
+    /// matches, whether the glob's answers are new, partly known from a
+    /// narrower filter, or to be extended to groups added since; more globs
+    /// than are remembered change nothing.
     #[test]
-    fn passing_count_sums_the_passing_groups() {
+    fn remembered_glob_answers_equal_matching_every_group() {
         let mut ix = VectorIndex::new(2);
-        for pk in 0..10 {
-            ix.insert(pk, key(if pk < 3 { "a" } else { "b" }, &format!("f{}", pk % 4)), &[1.0, pk as f32]);
+        let globs = ["**/*.go", "a/**", "*.md", "b/x?.go"];
+        let files = ["a/x1.go", "a/b.md", "b/x2.go", "b/c/d.go", "c.md", "a/x3.rs"];
+        let mut pk = 0;
+        for round in 0..4 {
+            for (i, file) in files.iter().enumerate() {
+                let org = ["o1", "o2"][(i + round) % 2];
+                ix.insert(pk, key(org, &format!("Source: {org}/r@main:{round}{file}")), &[1.0, 0.0]);
+                ix.insert(pk + 1, key(org, &format!("Source: {org}/r@main:{file}")), &[0.0, 1.0]);
+                pk += 2;
+            }
+            for extra in 0..GLOB_ANSWERS + 2 {
+                for (g, glob) in globs.iter().enumerate() {
+                    for org in ["o1", "", "o2"] {
+                        let path = PathGlob::new(glob);
+                        let filter =
+                            SearchFilter { organization: org.into(), path: path.clone(), ..Default::default() };
+                        let want: Vec<bool> = ix
+                            .keys
+                            .iter()
+                            .map(|k| {
+                                (org.is_empty() || k.organization == org)
+                                    && path.as_ref().unwrap().matches_document(&k.source_line)
+                            })
+                            .collect();
+                        assert_eq!(ix.mask(&filter).0.unwrap(), want, "round {round}, {glob}, org {org:?}");
+                    }
+                    if g == 0 {
+                        // Crowds the remembered globs out now and then.
+                        let other = PathGlob::new(&format!("z{extra}/*"));
+                        ix.mask(&SearchFilter { path: other, ..Default::default() });
+                    }
+                }
+            }
         }
-        ix.remove(1);
-        let only_a = ix.mask(&SearchFilter { organization: "a".into(), ..Default::default() });
-        assert_eq!(ix.passing_count(&only_a), 2);
-        assert_eq!(ix.passing_count(&Mask(None)), 9);
-        assert_eq!(ix.passing_count(&only_a), ix.passing(&only_a).count());
+    }
+
+    /// The slot ranges of a filter are exactly the slots whose group passes
+    /// it, after appends (which extend the runs in place), replacements and
+    /// removals (which rebuild them).
+    #[test]
+    fn slots_are_the_passing_rows_after_any_change() {
+        let mut ix = VectorIndex::new(2);
+        let mut rng = rr_testkit::Rng(3);
+        let filter = SearchFilter { organization: "a".into(), ..Default::default() };
+        for step in 0..1500 {
+            let pk = rng.below(300) as i64;
+            if step % 7 == 3 {
+                ix.remove(pk);
+            } else {
+                let org = if rng.below(3) == 0 { "a" } else { "b" };
+                ix.insert(pk, key(org, &format!("f{}", pk / 5)), &[1.0, pk as f32]);
+            }
+            let mask = ix.mask(&filter);
+            let want: Vec<usize> = (0..ix.len()).filter(|&slot| mask.passes(ix.groups[slot])).collect();
+            let slots = ix.slots(&mask);
+            assert!(slots.windows(2).all(|w| w[0].end < w[1].start), "step {step}: {slots:?}");
+            assert_eq!(slots.into_iter().flatten().collect::<Vec<_>>(), want, "step {step}");
+            assert_eq!(ix.slots(&Mask(None)), if ix.len() == 0 { vec![] } else { vec![0..ix.len()] });
+        }
+    }
+
+    #[test]
+    fn halves_split_the_rows_on_a_block_boundary() {
+        let slots = [0..10, 20..200, 300..301];
+        let (lower, upper) = halves(&slots, 95);
+        assert_eq!((lower, upper), (vec![0..10, 20..128], vec![128..200, 300..301]));
+        let (lower, upper) = halves(&slots, 10);
+        assert_eq!((lower, upper), (vec![0..10], vec![20..200, 300..301]));
+        let (lower, upper) = halves(&[0..5], 2);
+        assert_eq!((lower, upper), (vec![0..5], vec![]));
     }
 
     /// CPU time of this thread so far, from the scheduler's statistics.
@@ -861,9 +1126,9 @@ mod tests {
 
                 let t = thread_cpu_ms();
                 let mut best = Best::new(keep_signs);
-                best.threshold = ix.sampled_floor(&query, keep_signs, &|_| true);
+                best.threshold = ix.sampled_floor(&query, keep_signs, &[0..rows]);
                 let mut counting = Counting(&mut best, 0);
-                query.sign_coarse_scan(ix.codes(), 0..rows, |_| true, &mut counting);
+                query.sign_coarse_scan(ix.codes(), &[0..rows], &mut counting);
                 let_through += counting.1;
                 let mut with_signs = best.found;
                 keep_best(&mut with_signs, keep_signs);
@@ -871,28 +1136,14 @@ mod tests {
 
                 let t = thread_cpu_ms();
                 let mut best = Best::new(keep);
-                query.coarse_scan(
-                    ix.layout,
-                    ix.coarse.as_slice(),
-                    &ix.factors,
-                    0..rows,
-                    |_| true,
-                    |s, e| best.offer(s, e),
-                );
+                query.coarse_scan(ix.layout, ix.coarse.as_slice(), &ix.factors, &[0..rows], |s, e| best.offer(s, e));
                 let mut without = best.found;
                 keep_best(&mut without, keep);
                 coarse_time.push(thread_cpu_ms() - t);
 
                 let t = thread_cpu_ms();
                 let mut n = 0usize;
-                query.sign_scan(
-                    ix.layout,
-                    &ix.signs,
-                    &ix.sign_factors,
-                    0..rows,
-                    |_| true,
-                    |_, e| n += (e > 0.5) as usize,
-                );
+                query.sign_scan(ix.layout, &ix.signs, &ix.sign_factors, &[0..rows], |_, e| n += (e > 0.5) as usize);
                 std::hint::black_box(n);
                 bare_time.push(thread_cpu_ms() - t);
                 found_signs += top.iter().filter(|slot| with_signs.iter().any(|c| c.1 == **slot)).count();
@@ -915,6 +1166,18 @@ mod tests {
             eprintln!("bare sign scan {:.2} ms of CPU", median(bare_time));
             assert!(recall(found_signs) >= 0.99, "{rows} rows");
         }
+    }
+
+    #[test]
+    fn sign_scan_pays_where_passing_rows_fill_their_blocks() {
+        assert!(sign_scan_pays(1000, &[0..1000]));
+        // One row in every 32 slots.
+        let sparse: Vec<Range<usize>> = (0..100).map(|b| 32 * b..32 * b + 1).collect();
+        assert!(!sign_scan_pays(100, &sparse));
+        let quarter: Vec<Range<usize>> = (0..100).map(|b| 32 * b..32 * b + 8).collect();
+        assert!(sign_scan_pays(800, &quarter));
+        let sparser: Vec<Range<usize>> = (0..100).map(|b| 32 * b..32 * b + 7).collect();
+        assert!(!sign_scan_pays(700, &sparser));
     }
 
     #[test]

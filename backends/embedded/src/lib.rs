@@ -421,6 +421,13 @@ impl EmbeddedStore {
         view.fetch(&self.reader(), &hits)
     }
 
+    /// Forgets the path globs' answers the vector index remembers, as if
+    /// each glob were new: the bench measures a glob's first query with it.
+    #[doc(hidden)]
+    pub fn forget_glob_answers(&self) {
+        self.index().forget_glob_answers();
+    }
+
     /// The `k` chunks passing `filter` that best match `query` by BM25 over
     /// the full-text index, best first. Any word of the query may match (see
     /// the crate docs); `distance` is FTS5's `bm25()`, negative, lower is

@@ -175,16 +175,93 @@ pub(crate) fn encode_signs(layout: Layout, v: &[f32], signs: &mut [u8]) -> SignF
     SignFactors { scale: if sum_abs > 0.0 { 1.0 / sum_abs } else { 0.0 }, bound }
 }
 
+/// The [`SignFactors`] of a block of [`SIGN_BLOCK_ROWS`] rows, field by
+/// field, so that the scan tests a whole block's estimates against its
+/// cut-off with a few vector instructions instead of a branch per row.
+/// Lanes past the last row are zero.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct SignBlockFactors {
+    pub scale: [f32; SIGN_BLOCK_ROWS],
+    pub bound: [f32; SIGN_BLOCK_ROWS],
+    /// Each row's [`Factors::coarse`], copied here so that a row the sign
+    /// scan lets through costs one cache miss (its 2-bit codes), not two.
+    pub coarse: [f32; SIGN_BLOCK_ROWS],
+}
+
+impl SignBlockFactors {
+    pub fn get(&self, lane: usize) -> SignFactors {
+        SignFactors { scale: self.scale[lane], bound: self.bound[lane] }
+    }
+
+    pub fn set(&mut self, lane: usize, factors: SignFactors) {
+        self.scale[lane] = factors.scale;
+        self.bound[lane] = factors.bound;
+    }
+}
+
+/// Rows to scan: slot ranges in increasing order, disjoint (what a filter
+/// leaves, see `index.rs`).
+pub(crate) type Slots<'a> = &'a [std::ops::Range<usize>];
+
+/// `(block, lanes)` for every block of [`SIGN_BLOCK_ROWS`] rows that some
+/// range of a [`Slots`] touches, in order, `lanes` the bits of the rows the
+/// ranges cover; two ranges ending and starting in one block give it once.
+/// An iterator rather than a callback so that the kernels in the loop body
+/// are compiled with the scan's CPU features.
+pub(crate) struct Blocks<'a> {
+    ranges: std::slice::Iter<'a, std::ops::Range<usize>>,
+    range: std::ops::Range<usize>,
+    pending: Option<(usize, u32)>,
+}
+
+impl<'a> Blocks<'a> {
+    pub fn new(slots: Slots<'a>) -> Self {
+        Blocks { ranges: slots.iter(), range: 0..0, pending: None }
+    }
+}
+
+impl Iterator for Blocks<'_> {
+    type Item = (usize, u32);
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<(usize, u32)> {
+        loop {
+            if self.range.is_empty() {
+                match self.ranges.next() {
+                    Some(range) => self.range = range.clone(),
+                    None => return self.pending.take(),
+                }
+                continue;
+            }
+            let start = self.range.start;
+            let block = start / SIGN_BLOCK_ROWS;
+            let first = block * SIGN_BLOCK_ROWS;
+            let end = self.range.end.min(first + SIGN_BLOCK_ROWS);
+            self.range.start = end;
+            let width = end - start;
+            let lanes = if width == SIGN_BLOCK_ROWS { u32::MAX } else { ((1u32 << width) - 1) << (start - first) };
+            match &mut self.pending {
+                Some((b, pending)) if *b == block => *pending |= lanes,
+                _ => {
+                    if let Some(done) = self.pending.replace((block, lanes)) {
+                        return Some(done);
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// The sign and 2-bit codes of every row, as the index holds them.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Codes<'a> {
     pub layout: Layout,
     /// In blocks of [`SIGN_BLOCK_ROWS`] rows.
     pub signs: &'a [u8],
-    pub sign_factors: &'a [SignFactors],
+    /// One per block of signs.
+    pub sign_factors: &'a [SignBlockFactors],
     /// Row after row.
     pub coarse: &'a [u8],
-    pub factors: &'a [Factors],
 }
 
 /// Where [`Query::sign_coarse_scan`] puts what it finds.
@@ -270,20 +347,19 @@ impl Query {
         }
     }
 
-    /// Calls `visit(slot, estimate)` for every slot in `slots` that `keep`
-    /// accepts, with the sign estimate of its cosine. `blocks` holds the sign
-    /// codes in blocks of [`SIGN_BLOCK_ROWS`] rows (see the module docs),
-    /// `factors` each slot's [`encode_signs`] factors. A block none of whose
-    /// rows `keep` accepts is not scored. (The search uses
-    /// [`Query::sign_coarse_scan`]; this measures the sign estimates alone.)
+    /// Calls `visit(slot, estimate)` for every slot in `slots`, with the sign
+    /// estimate of its cosine. `blocks` holds the sign codes in blocks of
+    /// [`SIGN_BLOCK_ROWS`] rows (see the module docs), `factors` each
+    /// block's [`encode_signs`] factors. A block with no slot in `slots` is
+    /// not scored. (The search uses [`Query::sign_coarse_scan`]; this
+    /// measures the sign estimates alone.)
     #[cfg(test)]
     pub fn sign_scan(
         &self,
         layout: Layout,
         blocks: &[u8],
-        factors: &[SignFactors],
-        slots: std::ops::Range<usize>,
-        keep: impl Fn(usize) -> bool,
+        factors: &[SignBlockFactors],
+        slots: Slots<'_>,
         mut visit: impl FnMut(usize, f32),
     ) {
         #[cfg(target_arch = "x86_64")]
@@ -291,99 +367,87 @@ impl Query {
             let kernels = Avx2::new(simd, self);
             return simd.vectorize(
                 #[inline(always)]
-                || self.sign_blocks(layout, blocks, factors, slots, keep, &mut visit, &kernels),
+                || self.sign_blocks(layout, blocks, factors, slots, &mut visit, &kernels),
             );
         }
-        self.sign_blocks(layout, blocks, factors, slots, keep, &mut visit, &Portable)
+        self.sign_blocks(layout, blocks, factors, slots, &mut visit, &Portable)
     }
 
-    /// Scores every slot in `slots` that `keep` accepts from its sign codes
+    /// Scores every slot in `slots` from its sign codes
     /// (as [`Query::sign_scan`]), and offers to `sink` the coarse estimate
     /// (as [`Query::coarse_scan`]) of those whose sign estimate plus its
     /// bound reaches the sink's threshold. Those rows are scored in batches:
     /// their coarse codes are scattered, and a batch of independent loads
     /// lets the CPU wait for many cache misses at once instead of one by one.
-    pub fn sign_coarse_scan(
-        &self,
-        codes: Codes<'_>,
-        slots: std::ops::Range<usize>,
-        keep: impl Fn(usize) -> bool,
-        sink: &mut impl Sink,
-    ) {
+    pub fn sign_coarse_scan(&self, codes: Codes<'_>, slots: Slots<'_>, sink: &mut impl Sink) {
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = pulp::x86::V3::try_new() {
             let kernels = Avx2::new(simd, self);
             return simd.vectorize(
                 #[inline(always)]
-                || self.sign_coarse_with(codes, slots, keep, sink, &kernels),
+                || self.sign_coarse_with(codes, slots, sink, &kernels),
             );
         }
-        self.sign_coarse_with(codes, slots, keep, sink, &Portable)
+        self.sign_coarse_with(codes, slots, sink, &Portable)
     }
 
     /// [`Query::sign_coarse_scan`] with the given kernels.
     #[inline(always)]
-    fn sign_coarse_with<S: Sink, K: Kernels>(
-        &self,
-        codes: Codes<'_>,
-        slots: std::ops::Range<usize>,
-        keep: impl Fn(usize) -> bool,
-        sink: &mut S,
-        kernels: &K,
-    ) {
+    fn sign_coarse_with<S: Sink, K: Kernels>(&self, codes: Codes<'_>, slots: Slots<'_>, sink: &mut S, kernels: &K) {
         let mut batch = Batch {
             query: self,
             kernels,
             coarse: codes.coarse,
             bytes: codes.layout.coarse_bytes(),
-            factors: codes.factors,
-            bounds: codes.sign_factors,
             sink,
-            pending: [0; BATCH],
+            pending: [(0, 0.0); BATCH],
             len: 0,
         };
-        self.sign_blocks(codes.layout, codes.signs, codes.sign_factors, slots, keep, &mut batch, kernels);
+        self.sign_blocks(codes.layout, codes.signs, codes.sign_factors, slots, &mut batch, kernels);
         batch.flush();
     }
 
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn sign_blocks(
         &self,
         layout: Layout,
         blocks: &[u8],
-        factors: &[SignFactors],
-        slots: std::ops::Range<usize>,
-        keep: impl Fn(usize) -> bool,
+        factors: &[SignBlockFactors],
+        slots: Slots<'_>,
         visit: &mut impl Visit,
         kernels: &impl Kernels,
     ) {
-        if slots.is_empty() {
-            return;
-        }
         let bytes = layout.sign_block_bytes();
         let mut sums = [0u32; SIGN_BLOCK_ROWS];
-        for b in slots.start / SIGN_BLOCK_ROWS..=(slots.end - 1) / SIGN_BLOCK_ROWS {
-            let first = b * SIGN_BLOCK_ROWS;
-            let lanes = slots.start.max(first)..slots.end.min(first + SIGN_BLOCK_ROWS);
-            let mut wanted = 0u32;
-            for slot in lanes {
-                if keep(slot) {
-                    wanted |= 1 << (slot - first);
-                }
-            }
-            if wanted == 0 {
-                continue;
-            }
+        for (b, lanes) in Blocks::new(slots) {
             kernels.sign_block(self, &blocks[b * bytes..(b + 1) * bytes], &mut sums);
+            let f = &factors[b];
+            let mut wanted = lanes & kernels.sign_pass(self, &sums, f, visit.floor());
             while wanted != 0 {
                 let lane = wanted.trailing_zeros() as usize;
                 wanted &= wanted - 1;
-                let slot = first + lane;
-                let dot = 2.0 * sums[lane] as f32 - self.sign_offset;
-                visit.visit(slot, dot * self.sign_unscale * factors[slot].scale);
+                let estimate = self.sign_estimate(sums[lane], f.scale[lane]);
+                visit.visit(b * SIGN_BLOCK_ROWS + lane, estimate, f.coarse[lane]);
             }
         }
+    }
+
+    /// The sign estimate of the cosine from a row's table sum and scale.
+    #[inline(always)]
+    fn sign_estimate(&self, sum: u32, scale: f32) -> f32 {
+        (2.0 * sum as f32 - self.sign_offset) * self.sign_unscale * scale
+    }
+
+    /// The lanes of a block whose sign estimate plus bound reaches `floor`.
+    #[inline(always)]
+    fn sign_pass_portable(&self, sums: &[u32; SIGN_BLOCK_ROWS], factors: &SignBlockFactors, floor: f32) -> u32 {
+        let mut pass = 0u32;
+        for (lane, &sum) in sums.iter().enumerate() {
+            if self.sign_estimate(sum, factors.scale[lane]) + factors.bound[lane] >= floor {
+                pass |= 1 << lane;
+            }
+        }
+        pass
     }
 
     /// Σ of table entries for each of a block's rows.
@@ -428,16 +492,15 @@ impl Query {
         (acc.iter().sum::<f32>() + tail) * factors.fine
     }
 
-    /// Calls `visit(slot, estimate)` for every slot in `slots` that `keep`
-    /// accepts, with the coarse estimate of its cosine. `codes` holds every
-    /// slot's coarse codes back to back.
+    /// Calls `visit(slot, estimate)` for every slot in `slots`, with the
+    /// coarse estimate of its cosine. `codes` holds every slot's coarse
+    /// codes back to back.
     pub fn coarse_scan(
         &self,
         layout: Layout,
         codes: &[u8],
         factors: &[Factors],
-        slots: std::ops::Range<usize>,
-        keep: impl Fn(usize) -> bool,
+        slots: Slots<'_>,
         visit: impl FnMut(usize, f32),
     ) {
         #[cfg(target_arch = "x86_64")]
@@ -445,37 +508,36 @@ impl Query {
             let kernels = Avx2::new(simd, self);
             return simd.vectorize(
                 #[inline(always)]
-                || self.scan_rows(layout, codes, factors, slots, keep, visit, &kernels),
+                || self.scan_rows(layout, codes, factors, slots, visit, &kernels),
             );
         }
-        self.scan_rows(layout, codes, factors, slots, keep, visit, &Portable)
+        self.scan_rows(layout, codes, factors, slots, visit, &Portable)
     }
 
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
     fn scan_rows(
         &self,
         layout: Layout,
         codes: &[u8],
         factors: &[Factors],
-        slots: std::ops::Range<usize>,
-        keep: impl Fn(usize) -> bool,
+        slots: Slots<'_>,
         mut visit: impl FnMut(usize, f32),
         kernels: &impl Kernels,
     ) {
         let bytes = layout.coarse_bytes();
-        for slot in slots {
-            if keep(slot) {
-                let dot = kernels.coarse_dot(self, &codes[slot * bytes..(slot + 1) * bytes]);
-                visit(slot, self.coarse_estimate(dot, factors[slot]));
+        for range in slots {
+            let (rows, factors) = (&codes[range.start * bytes..range.end * bytes], &factors[range.clone()]);
+            for ((slot, row), factors) in range.clone().zip(rows.chunks_exact(bytes)).zip(factors) {
+                let dot = kernels.coarse_dot(self, row);
+                visit(slot, self.coarse_estimate(dot, factors.coarse));
             }
         }
     }
 
     /// The coarse estimate of the cosine from a coarse integer score.
     #[inline(always)]
-    fn coarse_estimate(&self, dot: i32, factors: Factors) -> f32 {
-        (dot as f32 - self.offset) * self.unscale * factors.coarse
+    fn coarse_estimate(&self, dot: i32, factor: f32) -> f32 {
+        (dot as f32 - self.offset) * self.unscale * factor
     }
 
     /// Σ query byte × code over one row's coarse codes.
@@ -501,12 +563,17 @@ const BATCH: usize = 64;
 /// compiled with the CPU features of the scan (a closure is compiled apart,
 /// without them, and every intrinsic in it becomes a call).
 trait Visit {
-    fn visit(&mut self, slot: usize, estimate: f32);
+    /// Rows whose sign estimate plus bound is below this are not visited.
+    fn floor(&self) -> f32 {
+        f32::NEG_INFINITY
+    }
+    /// `coarse` is the row's [`Factors::coarse`].
+    fn visit(&mut self, slot: usize, estimate: f32, coarse: f32);
 }
 
 impl<F: FnMut(usize, f32)> Visit for F {
     #[inline(always)]
-    fn visit(&mut self, slot: usize, estimate: f32) {
+    fn visit(&mut self, slot: usize, estimate: f32, _: f32) {
         self(slot, estimate)
     }
 }
@@ -518,10 +585,9 @@ struct Batch<'a, S, K> {
     kernels: &'a K,
     coarse: &'a [u8],
     bytes: usize,
-    factors: &'a [Factors],
-    bounds: &'a [SignFactors],
     sink: &'a mut S,
-    pending: [u32; BATCH],
+    /// Slots and their coarse factors.
+    pending: [(u32, f32); BATCH],
     len: usize,
 }
 
@@ -530,13 +596,14 @@ impl<S: Sink, K: Kernels> Batch<'_, S, K> {
     fn flush(&mut self) {
         let mut dots = [0i32; BATCH];
         let pending = &self.pending[..self.len];
-        // All loads first: they are independent, so their misses overlap.
-        for (d, &slot) in dots.iter_mut().zip(pending) {
+        // All loads first: they are independent, so their misses overlap
+        // (and each was prefetched when its row was let through).
+        for (d, &(slot, _)) in dots.iter_mut().zip(pending) {
             let slot = slot as usize;
             *d = self.kernels.coarse_dot(self.query, &self.coarse[slot * self.bytes..(slot + 1) * self.bytes]);
         }
-        for (&d, &slot) in dots.iter().zip(pending) {
-            self.sink.offer(slot as usize, self.query.coarse_estimate(d, self.factors[slot as usize]));
+        for (&d, &(slot, factor)) in dots.iter().zip(pending) {
+            self.sink.offer(slot as usize, self.query.coarse_estimate(d, factor));
         }
         self.len = 0;
     }
@@ -544,13 +611,17 @@ impl<S: Sink, K: Kernels> Batch<'_, S, K> {
 
 impl<S: Sink, K: Kernels> Visit for Batch<'_, S, K> {
     #[inline(always)]
-    fn visit(&mut self, slot: usize, estimate: f32) {
-        if estimate + self.bounds[slot].bound >= self.sink.threshold() {
-            self.pending[self.len] = slot as u32;
-            self.len += 1;
-            if self.len == BATCH {
-                self.flush();
-            }
+    fn floor(&self) -> f32 {
+        self.sink.threshold()
+    }
+
+    #[inline(always)]
+    fn visit(&mut self, slot: usize, _: f32, coarse: f32) {
+        self.kernels.prefetch(&self.coarse[slot * self.bytes..(slot + 1) * self.bytes]);
+        self.pending[self.len] = (slot as u32, coarse);
+        self.len += 1;
+        if self.len == BATCH {
+            self.flush();
         }
     }
 }
@@ -559,8 +630,13 @@ impl<S: Sink, K: Kernels> Visit for Batch<'_, S, K> {
 trait Kernels {
     /// [`Query::sign_block_portable`].
     fn sign_block(&self, query: &Query, block: &[u8], sums: &mut [u32; SIGN_BLOCK_ROWS]);
+    /// [`Query::sign_pass_portable`].
+    fn sign_pass(&self, query: &Query, sums: &[u32; SIGN_BLOCK_ROWS], factors: &SignBlockFactors, floor: f32) -> u32;
     /// [`Query::coarse_dot_portable`].
     fn coarse_dot(&self, query: &Query, row: &[u8]) -> i32;
+    /// Asks for `row`'s first cache line ahead of its use, where the CPU
+    /// can be asked.
+    fn prefetch(&self, row: &[u8]);
 }
 
 struct Portable;
@@ -572,9 +648,17 @@ impl Kernels for Portable {
     }
 
     #[inline(always)]
+    fn sign_pass(&self, query: &Query, sums: &[u32; SIGN_BLOCK_ROWS], factors: &SignBlockFactors, floor: f32) -> u32 {
+        query.sign_pass_portable(sums, factors, floor)
+    }
+
+    #[inline(always)]
     fn coarse_dot(&self, query: &Query, row: &[u8]) -> i32 {
         query.coarse_dot_portable(row)
     }
+
+    #[inline(always)]
+    fn prefetch(&self, _: &[u8]) {}
 }
 
 /// The AVX2 kernels, with the query's codes as vectors.
@@ -606,8 +690,19 @@ impl Kernels for Avx2 {
     }
 
     #[inline(always)]
+    fn sign_pass(&self, query: &Query, sums: &[u32; SIGN_BLOCK_ROWS], factors: &SignBlockFactors, floor: f32) -> u32 {
+        sign_pass_avx2(self.simd, query, sums, factors, floor)
+    }
+
+    #[inline(always)]
     fn coarse_dot(&self, _: &Query, row: &[u8]) -> i32 {
         coarse_dot_avx2(self.simd, &self.coarse, row)
+    }
+
+    #[inline(always)]
+    fn prefetch(&self, row: &[u8]) {
+        // A hint: it reads nothing and cannot fault.
+        self.simd.sse._mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(row.as_ptr().cast());
     }
 }
 
@@ -645,6 +740,35 @@ fn sign_block_avx2(
     }
 }
 
+/// [`Query::sign_pass_portable`] in AVX2, with the same operations in the
+/// same order (no fused multiply-add), so both give the same lanes.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn sign_pass_avx2(
+    simd: pulp::x86::V3,
+    query: &Query,
+    sums: &[u32; SIGN_BLOCK_ROWS],
+    factors: &SignBlockFactors,
+    floor: f32,
+) -> u32 {
+    use std::arch::x86_64::{__m256, __m256i, _CMP_GE_OQ};
+    let avx = simd.avx;
+    let (two, offset) = (avx._mm256_set1_ps(2.0), avx._mm256_set1_ps(query.sign_offset));
+    let (unscale, floor) = (avx._mm256_set1_ps(query.sign_unscale), avx._mm256_set1_ps(floor));
+    let sums: [__m256i; 4] = pulp::cast(*sums);
+    let scale: [__m256; 4] = pulp::cast(factors.scale);
+    let bound: [__m256; 4] = pulp::cast(factors.bound);
+    let mut pass = 0u32;
+    for i in 0..4 {
+        // Sums stay far below 2^24: exact as `f32`, and as `i32`.
+        let dot = avx._mm256_sub_ps(avx._mm256_mul_ps(two, avx._mm256_cvtepi32_ps(sums[i])), offset);
+        let estimate = avx._mm256_mul_ps(avx._mm256_mul_ps(dot, unscale), scale[i]);
+        let reach = avx._mm256_cmp_ps::<_CMP_GE_OQ>(avx._mm256_add_ps(estimate, bound[i]), floor);
+        pass |= (avx._mm256_movemask_ps(reach) as u32) << (8 * i);
+    }
+    pass
+}
+
 /// [`Query::coarse_dot_portable`] in AVX2: `query` is [`Query::coarse`] as
 /// vectors.
 #[cfg(target_arch = "x86_64")]
@@ -673,6 +797,8 @@ fn coarse_dot_avx2(simd: pulp::x86::V3, query: &[std::arch::x86_64::__m256i], ro
 }
 
 #[cfg(test)]
+// Slot lists of one range are what the scans take.
+#[allow(clippy::single_range_in_vec_init)]
 mod tests {
     use super::*;
 
@@ -710,10 +836,10 @@ mod tests {
             let q = vector(999, dim);
             let query = Query::new(layout, &q);
             let mut fast = Vec::new();
-            query.coarse_scan(layout, &coarse, &factors, 0..rows, |s| s != 7, |s, e| fast.push((s, e)));
+            let slots = [0..7, 8..rows];
+            query.coarse_scan(layout, &coarse, &factors, &slots, |s, e| fast.push((s, e)));
             let mut portable = Vec::new();
-            let keep = |s: usize| s != 7;
-            query.scan_rows(layout, &coarse, &factors, 0..rows, keep, |s, e| portable.push((s, e)), &Portable);
+            query.scan_rows(layout, &coarse, &factors, &slots, |s, e| portable.push((s, e)), &Portable);
             assert_eq!(fast, portable, "dim {dim}");
             assert_eq!(fast.len(), rows - 1);
             let tolerance = if dim < 100 { 0.6 } else { 0.15 };
@@ -729,13 +855,13 @@ mod tests {
     }
 
     /// Rows in sign blocks, as the index lays them out.
-    fn sign_blocks(layout: Layout, vectors: &[Vec<f32>]) -> (Vec<u8>, Vec<SignFactors>) {
+    fn sign_blocks(layout: Layout, vectors: &[Vec<f32>]) -> (Vec<u8>, Vec<SignBlockFactors>) {
         let bytes = layout.sign_bytes();
         let mut blocks = vec![0u8; vectors.len().div_ceil(SIGN_BLOCK_ROWS) * layout.sign_block_bytes()];
-        let mut factors = Vec::new();
+        let mut factors = vec![SignBlockFactors::default(); vectors.len().div_ceil(SIGN_BLOCK_ROWS)];
         let mut row = vec![0u8; bytes];
         for (slot, v) in vectors.iter().enumerate() {
-            factors.push(encode_signs(layout, v, &mut row));
+            factors[slot / SIGN_BLOCK_ROWS].set(slot % SIGN_BLOCK_ROWS, encode_signs(layout, v, &mut row));
             let block = slot / SIGN_BLOCK_ROWS * layout.sign_block_bytes();
             for (p, &b) in row.iter().enumerate() {
                 blocks[block + p * SIGN_BLOCK_ROWS + slot % SIGN_BLOCK_ROWS] = b;
@@ -746,8 +872,8 @@ mod tests {
 
     /// The table kernel (AVX2 where the CPU has it) and the portable loop
     /// give the same sums; the sum is exactly `Σ q·sign` of the scaled query;
-    /// the estimate tracks the cosine; rows `keep` refuses and blocks with
-    /// no wanted row are left out. 2,200 dimensions exercise the widening of
+    /// the estimate tracks the cosine; rows outside the slot ranges and
+    /// blocks with no wanted row are left out. 2,200 dimensions exercise the widening of
     /// the 16-bit sums.
     #[test]
     fn sign_kernels_agree_and_estimate_the_cosine() {
@@ -759,11 +885,12 @@ mod tests {
             let q = vector(4242, dim);
             let query = Query::new(layout, &q);
             let keep = |s: usize| s != 5 && !(32..64).contains(&s);
+            let slots = [1..5, 6..32, 64..rows];
             let mut fast = Vec::new();
-            query.sign_scan(layout, &blocks, &factors, 1..rows, keep, |s, e| fast.push((s, e)));
+            query.sign_scan(layout, &blocks, &factors, &slots, |s, e| fast.push((s, e)));
             let mut portable = Vec::new();
             let mut visit = |s, e| portable.push((s, e));
-            query.sign_blocks(layout, &blocks, &factors, 1..rows, keep, &mut visit, &Portable);
+            query.sign_blocks(layout, &blocks, &factors, &slots, &mut visit, &Portable);
             assert_eq!(fast, portable, "dim {dim}");
             assert_eq!(
                 fast.iter().map(|f| f.0).collect::<Vec<_>>(),
@@ -777,7 +904,9 @@ mod tests {
             for &(slot, estimate) in &fast {
                 let v = &vectors[slot];
                 let signed: f32 = scaled.iter().zip(v).map(|(q, x)| if *x >= 0.0 { *q } else { -q }).sum();
-                let want = signed * largest / SIGN_QUERY_MAX * factors[slot].scale * inv_norm(&q);
+                let want = signed * largest / SIGN_QUERY_MAX
+                    * factors[slot / SIGN_BLOCK_ROWS].scale[slot % SIGN_BLOCK_ROWS]
+                    * inv_norm(&q);
                 assert!((estimate - want).abs() < 1e-4 * want.abs().max(1.0), "dim {dim}: {estimate} vs {want}");
                 let exact = cosine(&q, v);
                 assert!((estimate - exact).abs() < tolerance, "dim {dim}: sign {estimate} vs {exact}");
@@ -810,28 +939,45 @@ mod tests {
         let mut coarse = vec![0u8; rows * layout.coarse_bytes()];
         let mut fine = vec![0i8; rows * dim];
         let mut factors = Vec::new();
+        let mut sign_factors = sign_factors;
         for (i, v) in vectors.iter().enumerate() {
             let c = &mut coarse[i * layout.coarse_bytes()..(i + 1) * layout.coarse_bytes()];
             factors.push(encode(layout, v, c, &mut fine[i * dim..(i + 1) * dim]));
+            sign_factors[i / SIGN_BLOCK_ROWS].coarse[i % SIGN_BLOCK_ROWS] = factors[i].coarse;
         }
         let q = vector(77, dim);
         let query = Query::new(layout, &q);
         let mut sign = Vec::new();
-        query.sign_scan(layout, &signs, &sign_factors, 0..rows, |_| true, |s, e| sign.push(e + sign_factors[s].bound));
+        let bound = |s: usize| sign_factors[s / SIGN_BLOCK_ROWS].bound[s % SIGN_BLOCK_ROWS];
+        query.sign_scan(layout, &signs, &sign_factors, &[0..rows], |s, e| sign.push(e + bound(s)));
         let mut coarse_all = Vec::new();
-        query.coarse_scan(layout, &coarse, &factors, 0..rows, |_| true, |s, e| coarse_all.push((s, e)));
+        query.coarse_scan(layout, &coarse, &factors, &[0..rows], |s, e| coarse_all.push((s, e)));
         let threshold = 0.2;
         let want: Vec<(usize, f32)> = coarse_all.iter().copied().filter(|&(s, _)| sign[s] >= threshold).collect();
         assert!(!want.is_empty() && want.len() < rows / 2, "{} let through", want.len());
         let mut fast = All(threshold, Vec::new());
-        let codes = Codes { layout, signs: &signs, sign_factors: &sign_factors, coarse: &coarse, factors: &factors };
-        query.sign_coarse_scan(codes, 0..rows, |_| true, &mut fast);
+        let codes = Codes { layout, signs: &signs, sign_factors: &sign_factors, coarse: &coarse };
+        query.sign_coarse_scan(codes, &[0..rows], &mut fast);
         assert_eq!(fast.1, want);
         let mut portable = All(threshold, Vec::new());
-        query.sign_coarse_with(codes, 0..rows, |_| true, &mut portable, &Portable);
+        query.sign_coarse_with(codes, &[0..rows], &mut portable, &Portable);
         assert_eq!(portable.1, want);
         let within = (0..rows).filter(|&s| sign[s] >= cosine(&q, &vectors[s])).count();
         assert!(within * 100 >= rows * 95, "the bound held for {within} of {rows}");
+    }
+
+    /// Ranges become each touched block once, with the lanes they cover,
+    /// however they fall across block boundaries.
+    #[test]
+    fn blocks_merge_ranges_that_share_a_block() {
+        let blocks = |slots: &[std::ops::Range<usize>]| Blocks::new(slots).collect::<Vec<_>>();
+        assert_eq!(blocks(&[]), []);
+        assert_eq!(blocks(&[0..32]), [(0, u32::MAX)]);
+        assert_eq!(
+            blocks(&[3..5, 7..8, 31..33, 40..41, 64..64, 96..160]),
+            [(0, 0b11000 | 1 << 7 | 1 << 31), (1, 0b1 | 1 << 8), (3, u32::MAX), (4, u32::MAX)]
+        );
+        assert_eq!(blocks(&[33..34, 100..101]), [(1, 0b10), (3, 0b10000)]);
     }
 
     #[test]
@@ -841,14 +987,14 @@ mod tests {
         let factors = encode(layout, &[0.0; 8], &mut coarse, &mut fine);
         let query = Query::new(layout, &vector(5, 8));
         let mut seen = Vec::new();
-        query.coarse_scan(layout, &coarse, &[factors], 0..1, |_| true, |_, e| seen.push(e));
+        query.coarse_scan(layout, &coarse, &[factors], &[0..1], |_, e| seen.push(e));
         assert_eq!(seen, [0.0]);
         let mut candidate = [(1.0, 0)];
         query.fine_scores(&fine, &[factors], &mut candidate);
         assert_eq!(candidate[0].0, 0.0);
         let (blocks, sign_factors) = sign_blocks(layout, &[vec![0.0; 8]]);
         let mut seen = Vec::new();
-        query.sign_scan(layout, &blocks, &sign_factors, 0..1, |_| true, |_, e| seen.push(e));
+        query.sign_scan(layout, &blocks, &sign_factors, &[0..1], |_, e| seen.push(e));
         assert_eq!(seen, [0.0]);
     }
 }
