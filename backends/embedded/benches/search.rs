@@ -301,7 +301,7 @@ fn query_phase(dir: &Path, n: usize) {
         let (index, coarse) = vector_rows(&store, &queries, f);
         index_rows.push((name, f, index, coarse));
     }
-    let lexical = lexical_cases(&store, n, &zipf, &words, &mut rng, &queries, &none, &source);
+    let (lexical, rss_lexical) = lexical_cases(&store, n, &zipf, &words, &mut rng, &queries, &none, &source);
     let rss_after_queries = rss_mib();
     // The exact scan over an f32 copy of every vector: the store's search
     // before the quantised index, and the reference of the recall column.
@@ -337,7 +337,8 @@ fn query_phase(dir: &Path, n: usize) {
     }
     println!(
         "NOTE reopen {:.0} ms; VmRSS of a fresh process: {rss_before_open:.0} MiB before opening, \
-         {rss_after_open:.0} MiB after, {rss_after_queries:.0} MiB after the queries \
+         {rss_after_open:.0} MiB after, {rss_lexical:.0} MiB with the lexical index's cache warm, \
+         {rss_after_queries:.0} MiB after the queries \
          ({:.0} MiB with the exact scan's f32 copy)",
         open.as_secs_f64() * 1e3,
         rss_mib(),
@@ -348,10 +349,19 @@ fn query_phase(dir: &Path, n: usize) {
 /// what the first query after a write costs.
 const COLD_QUERIES: usize = 20;
 
+/// CPU time of the calling thread so far, in milliseconds (nanosecond
+/// resolution, from the scheduler's statistics); NaN where `/proc` has none.
+fn thread_cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    stat.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()).map_or(f64::NAN, |ns| ns / 1e6)
+}
+
 /// Lexical and hybrid rows of the main table (the default execution), and
-/// the rows of the lexical-execution table: FTS5's own plan beside the
-/// in-memory postings, on the same queries in the same process, then the
-/// postings cold.
+/// the rows of the lexical-execution table: FTS5's own plan, the in-memory
+/// postings read from FTS5 (the execution before the persistent index) and
+/// the persistent index, on the same queries in the same process, then the
+/// index cold and after a write. Also the resident memory with the index's
+/// cache warm and the old postings' cache dropped.
 #[allow(clippy::too_many_arguments)]
 fn lexical_cases(
     store: &EmbeddedStore,
@@ -362,89 +372,112 @@ fn lexical_cases(
     queries: &[Vec<f32>],
     none: &SearchFilter,
     source: &SearchFilter,
-) -> Vec<String> {
+) -> (Vec<String>, f64) {
     // Three words drawn like the text's, so most queries hold a word found
     // in most chunks and a rarer identifier or two.
     let texts: Vec<String> =
         (0..QUERIES).map(|_| (0..3).map(|_| words[zipf.sample(rng)].as_str()).collect::<Vec<_>>().join(" ")).collect();
     let q = |i: usize| &queries[i % QUERIES];
-    let fts5 = HybridOptions::default();
+    let options = HybridOptions::default();
     type Run<'a> = Box<dyn Fn(usize) -> usize + 'a>;
-    let cases: [(&str, Run<'_>, Run<'_>); 4] = [
-        (
-            "lexical (BM25), no filter",
-            Box::new(|i| store.lexical_search_planned(&texts[i], none, K, LexicalPlan::Fts5).unwrap().len()),
-            Box::new(|i| store.lexical_search(&texts[i], none, K).unwrap().len()),
-        ),
-        (
-            "lexical (BM25), source filter",
-            Box::new(|i| store.lexical_search_planned(&texts[i], source, K, LexicalPlan::Fts5).unwrap().len()),
-            Box::new(|i| store.lexical_search(&texts[i], source, K).unwrap().len()),
-        ),
-        (
-            "hybrid (RRF), no filter",
-            Box::new(|i| {
-                store.hybrid_search_planned(&texts[i], q(i), none, K, &fts5, LexicalPlan::Fts5).unwrap().len()
-            }),
-            Box::new(|i| store.hybrid_search(&texts[i], q(i), none, K).unwrap().len()),
-        ),
-        (
-            "hybrid (RRF), source filter",
-            Box::new(|i| {
-                store.hybrid_search_planned(&texts[i], q(i), source, K, &fts5, LexicalPlan::Fts5).unwrap().len()
-            }),
-            Box::new(|i| store.hybrid_search(&texts[i], q(i), source, K).unwrap().len()),
-        ),
+    let (texts, options) = (&texts, &options);
+    let names = [
+        "lexical (BM25), no filter",
+        "lexical (BM25), source filter",
+        "hybrid (RRF), no filter",
+        "hybrid (RRF), source filter",
     ];
+    let run = |case: usize, plan: LexicalPlan| -> Run<'_> {
+        let filter = if case.is_multiple_of(2) { none } else { source };
+        match case < 2 {
+            true => Box::new(move |i| store.lexical_search_planned(&texts[i], filter, K, plan).unwrap().len()),
+            false => {
+                Box::new(move |i| store.hybrid_search_planned(&texts[i], q(i), filter, K, options, plan).unwrap().len())
+            }
+        }
+    };
+    // The old in-memory postings first, then their cache is dropped, so the
+    // resident memory below is the persistent index's.
+    let mut old = Vec::new();
+    for case in 0..names.len() {
+        let f = run(case, LexicalPlan::Postings);
+        (0..QUERIES).for_each(|i| _ = f(i));
+        old.push(time_queries(&f));
+    }
+    store.forget_lexical_caches();
     let mut rows = Vec::new();
-    for (name, fts5, postings) in &cases {
+    for (case, name) in names.iter().enumerate() {
+        let (fts5, index) = (run(case, LexicalPlan::Fts5), run(case, LexicalPlan::Index));
         // Every query once with each execution first, so both are timed
-        // with what they keep between writes in place (the cold row below
-        // times the opposite).
+        // with what they keep between writes in place (the cold rows below
+        // time the opposite).
         for i in 0..QUERIES {
             fts5(i);
-            postings(i);
+            index(i);
         }
-        let (old_p50, old_p99, old_cpu) = time_queries(fts5);
-        let (p50, p99, cpu) = time_queries(postings);
+        let (fts5_p50, fts5_p99, fts5_cpu) = time_queries(&fts5);
+        let (p50, p99, cpu) = time_queries(&index);
+        let (old_p50, old_p99, old_cpu) = old[case];
         println!("| {n} | {name} | {p50:.2} | {p99:.2} | {cpu:.2} |");
         rows.push(format!(
-            "| {n} | {name} | {old_p50:.2} | {p50:.2} | {old_p99:.2} | {p99:.2} | {old_cpu:.2} | {cpu:.2} | {:.1}× |",
+            "| {n} | {name} | {fts5_p50:.2} | {old_p50:.2} | {p50:.2} | {fts5_p99:.2} | {old_p99:.2} | {p99:.2} \
+             | {fts5_cpu:.2} | {old_cpu:.2} | {cpu:.2} | {:.1}× | {:.1}× |",
+            fts5_cpu / cpu,
             old_cpu / cpu
         ));
     }
-    for (name, _, postings) in &cases[..1] {
-        let (p50, p99, cpu) = time_cold(|i| {
-            store.forget_lexical_caches();
-            postings(i)
-        });
-        rows.push(format!(
-            "| {n} | {name}, cold (first query after a write) | | {p50:.2} | | {p99:.2} | | {cpu:.2} | |"
-        ));
-    }
-    rows
+    let rss = rss_mib();
+    let index = run(0, LexicalPlan::Index);
+    let old = run(0, LexicalPlan::Postings);
+    let forget = |_: usize| store.forget_lexical_caches();
+    let (old_p50, old_p99, old_cpu) = time_cold(forget, &old);
+    let (p50, p99, cpu) = time_cold(forget, &index);
+    rows.push(format!(
+        "| {n} | {}, cold (every cache dropped) | | {old_p50:.2} | {p50:.2} | | {old_p99:.2} | {p99:.2} | | {old_cpu:.2} | {cpu:.2} | | {:.1}× |",
+        names[0],
+        old_cpu / cpu
+    ));
+    // A real write between queries: one chunk of the corpus's words
+    // written and deleted again, so the store ends as it was. The old
+    // postings dropped everything on any write (the row above).
+    let mut probe = generate(1, rng, zipf, words, |rng, _| rng.unit_vector(DIM));
+    let mut record = probe.pop().unwrap().1;
+    record.chunk.id = "bench-probe".into();
+    let write = |_: usize| {
+        store.upsert_chunks(std::slice::from_ref(&record)).unwrap();
+        store.delete_chunks(&[record.chunk.id.clone()]).unwrap();
+    };
+    let (p50, p99, cpu) = time_cold(write, &index);
+    rows.push(format!(
+        "| {n} | {}, after a 1-chunk write and delete | | | {p50:.2} | | | {p99:.2} | | | {cpu:.2} | | |",
+        names[0]
+    ));
+    (rows, rss)
 }
 
-/// [`time_queries`] over [`COLD_QUERIES`] queries without warm-up.
-fn time_cold(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
-    let cpu = cpu_ms();
+/// [`time_queries`] over [`COLD_QUERIES`] queries without warm-up, each
+/// after `prepare` (not timed).
+fn time_cold(prepare: impl Fn(usize), f: impl Fn(usize) -> usize) -> (f64, f64, f64) {
+    let mut cpu = 0.0;
     let times = (0..COLD_QUERIES)
         .map(|i| {
-            let t = Instant::now();
+            prepare(i);
+            let (t, c) = (Instant::now(), thread_cpu_ms());
             assert!(f(i) > 0, "query {i} found nothing");
+            cpu += thread_cpu_ms() - c;
             t.elapsed()
         })
         .collect();
     let (p50, p99) = percentiles(times);
-    (p50, p99, (cpu_ms() - cpu) / COLD_QUERIES as f64)
+    (p50, p99, cpu / COLD_QUERIES as f64)
 }
 
 fn print_lexical_versus(rows: &[String]) {
     println!(
-        "| chunks | case | FTS5 plan p50 ms | postings p50 ms | FTS5 plan p99 ms | postings p99 ms \
-         | FTS5 plan CPU ms | postings CPU ms | CPU ratio |"
+        "| chunks | case | FTS5 plan p50 ms | old postings p50 ms | index p50 ms | FTS5 plan p99 ms | old postings p99 ms \
+         | index p99 ms | FTS5 plan CPU ms | old postings CPU ms | index CPU ms | FTS5 / index CPU | old / index CPU |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         println!("{row}");
     }

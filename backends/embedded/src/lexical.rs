@@ -292,7 +292,12 @@ pub(crate) fn table_stats(conn: &Connection) -> rusqlite::Result<Option<TableSta
 /// frequency `f` (column weights summed) in a row of `d` tokens. The same
 /// operations in the same order as `fts5Bm25Function`, so the same bits.
 pub(crate) fn bm25_term(idf: f64, f: f64, d: f64, avgdl: f64) -> f64 {
-    idf * ((f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * d / avgdl)))
+    idf * bm25_ratio(f, d, avgdl)
+}
+
+/// [`bm25_term`] without its IDF factor.
+pub(crate) fn bm25_ratio(f: f64, d: f64, avgdl: f64) -> f64 {
+    (f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * d / avgdl))
 }
 
 /// A `docsize` record's token count of each of [`fts::COLUMNS`] (missing

@@ -44,7 +44,7 @@
 //! only probed, blocks whose bounds cannot are skipped without decoding.
 
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -545,6 +545,30 @@ pub(crate) struct TermData {
     df: u64,
     blocks: Vec<Meta>,
     data: Vec<u8>,
+    /// The largest BM25 term ratio of its blocks (the term without its IDF
+    /// factor), for the average length (its bits) it was computed with.
+    bound: Mutex<Option<(u64, f64)>>,
+}
+
+impl TermData {
+    /// The largest term any row can have, with IDF `idf`.
+    fn list_bound(&self, idf: f64, avgdl: f64) -> f64 {
+        let mut cached = self.bound.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ratio = match *cached {
+            Some((bits, ratio)) if bits == avgdl.to_bits() => ratio,
+            _ => {
+                let ratio = self
+                    .blocks
+                    .iter()
+                    .map(|m| lexical::bm25_ratio(m.max_f, f64::from(m.min_len), avgdl))
+                    .fold(0.0, f64::max);
+                *cached = Some((avgdl.to_bits(), ratio));
+                ratio
+            }
+        };
+        // `bm25_term` is `idf` times the ratio: the same product bounds it.
+        idf * ratio
+    }
 }
 
 impl TermData {
@@ -553,24 +577,21 @@ impl TermData {
     }
 
     fn load(conn: &Connection, term: &str, generation: i64, df: u64) -> rusqlite::Result<Option<TermData>> {
-        let mut stmt = conn.prepare_cached("SELECT block FROM postings WHERE term = ?1 ORDER BY last_pk")?;
+        let mut stmt = conn.prepare_cached("SELECT last_pk, block FROM postings WHERE term = ?1 ORDER BY last_pk")?;
         let mut rows = stmt.query([term])?;
         let (mut blocks, mut data) = (Vec::new(), Vec::new());
         while let Some(row) = rows.next()? {
-            let bytes = row.get_ref(0)?.as_blob()?;
+            let Ok(last_pk) = u32::try_from(row.get::<_, i64>(0)?) else { return Ok(None) };
+            let bytes = row.get_ref(1)?.as_blob()?;
             let Some(header) = Header::read(bytes) else { return Ok(None) };
-            let (mut at, mut pks) = (header.rows_at, Vec::with_capacity(header.n));
-            let mut pk = 0u32;
-            for _ in 0..header.n {
-                let Some(next) = get_u32(bytes, &mut at).and_then(|d| pk.checked_add(d)) else { return Ok(None) };
-                pk = next;
-                pks.push(pk);
-            }
+            // The first delta is the first pk; the rest is decoded when a
+            // query needs the block.
+            let Some(first_pk) = get_u32(bytes, &mut header.rows_at.clone()) else { return Ok(None) };
             let start = data.len() as u32;
             data.extend_from_slice(bytes);
             blocks.push(Meta {
-                first_pk: pks[0],
-                last_pk: pk,
+                first_pk,
+                last_pk,
                 start,
                 end: data.len() as u32,
                 min_len: header.min_len,
@@ -578,7 +599,7 @@ impl TermData {
             });
         }
         data.shrink_to_fit();
-        Ok(Some(TermData { generation, df, blocks, data }))
+        Ok(Some(TermData { generation, df, blocks, data, bound: Mutex::new(None) }))
     }
 }
 
@@ -609,13 +630,33 @@ pub(crate) enum List {
     Phrase(Arc<PhraseList>),
 }
 
+/// A token kept by the [`Cache`].
+#[derive(Debug)]
+struct Entry {
+    data: Arc<TermData>,
+    /// The cache's clock when a query last used it.
+    used: u64,
+    /// The store's change when its generation was last checked.
+    checked_at: u64,
+}
+
+/// (document frequency, generation) of `token` in the lexicon; a token no
+/// row holds has generation -1.
+fn lookup(conn: &Connection, token: &str) -> rusqlite::Result<(u64, i64)> {
+    let found: Option<(i64, i64)> = conn
+        .prepare_cached("SELECT df, gen FROM lexicon WHERE term = ?1")?
+        .query_row([token], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?;
+    Ok(found.map_or((0, -1), |(df, g)| (df.max(0) as u64, g)))
+}
+
 /// What queries keep between writes: tokens' blocks (valid for their
 /// generation, so only the tokens a write changed are read again), phrase
 /// lists and every row's length (valid until the store changes; this
 /// process's writes update the lengths in place).
 #[derive(Debug)]
 pub(crate) struct Cache {
-    tokens: HashMap<String, (Arc<TermData>, u64)>,
+    tokens: HashMap<String, Entry>,
     bytes: usize,
     budget: usize,
     tick: u64,
@@ -685,53 +726,67 @@ impl Cache {
         Ok(self.lengths.as_deref().unwrap_or_default())
     }
 
-    /// The rows holding `token` (none when no row does); `None` when the
-    /// stored blocks are not readable.
-    pub fn token(&mut self, conn: &Connection, token: &str) -> rusqlite::Result<Option<List>> {
-        let found: Option<(i64, i64)> = conn
-            .prepare_cached("SELECT df, gen FROM lexicon WHERE term = ?1")?
-            .query_row([token], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
-        let (df, generation) = found.map_or((0, -1), |(df, g)| (df.max(0) as u64, g));
-        self.tick += 1;
-        if let Some((data, used)) = self.tokens.get_mut(token)
-            && data.generation == generation
-            && data.df == df
+    /// The number of rows holding `token`, as of change `changes`.
+    pub fn document_frequency(&mut self, conn: &Connection, token: &str, changes: u64) -> rusqlite::Result<u64> {
+        if let Some(entry) = self.tokens.get(token)
+            && entry.checked_at == changes
         {
-            *used = self.tick;
-            return Ok(Some(List::Token(data.clone())));
+            return Ok(entry.data.df);
         }
-        if let Some((old, _)) = self.tokens.remove(token) {
-            self.bytes -= old.bytes();
+        Ok(lookup(conn, token)?.0)
+    }
+
+    /// The rows holding `token` as of change `changes` (none when no row
+    /// does); `None` when the stored blocks are not readable.
+    pub fn token(&mut self, conn: &Connection, token: &str, changes: u64) -> rusqlite::Result<Option<List>> {
+        self.tick += 1;
+        if let Some(entry) = self.tokens.get_mut(token)
+            && entry.checked_at == changes
+        {
+            entry.used = self.tick;
+            return Ok(Some(List::Token(entry.data.clone())));
+        }
+        // The store changed since: the token's generation says whether a
+        // write changed its rows.
+        let (df, generation) = lookup(conn, token)?;
+        if let Some(entry) = self.tokens.get_mut(token)
+            && entry.data.generation == generation
+            && entry.data.df == df
+        {
+            (entry.used, entry.checked_at) = (self.tick, changes);
+            return Ok(Some(List::Token(entry.data.clone())));
+        }
+        if let Some(old) = self.tokens.remove(token) {
+            self.bytes -= old.data.bytes();
         }
         let data = match df {
-            0 => TermData { generation, df, blocks: Vec::new(), data: Vec::new() },
+            0 => TermData { generation, df, blocks: Vec::new(), data: Vec::new(), bound: Mutex::new(None) },
             _ => match TermData::load(conn, token, generation, df)? {
                 Some(data) => data,
                 None => return Ok(None),
             },
         };
         let data = Arc::new(data);
-        self.keep(token, data.clone());
+        self.keep(token, data.clone(), changes);
         Ok(Some(List::Token(data)))
     }
 
     /// Keeps `data` within the budget, dropping the least recently used.
-    fn keep(&mut self, token: &str, data: Arc<TermData>) {
+    fn keep(&mut self, token: &str, data: Arc<TermData>, changes: u64) {
         let size = data.bytes();
         if size > self.budget {
             return;
         }
         while self.bytes + size > self.budget {
-            let Some(oldest) = self.tokens.iter().min_by_key(|(_, (_, used))| *used).map(|(t, _)| t.clone()) else {
+            let Some(oldest) = self.tokens.iter().min_by_key(|(_, e)| e.used).map(|(t, _)| t.clone()) else {
                 break;
             };
-            if let Some((old, _)) = self.tokens.remove(&oldest) {
-                self.bytes -= old.bytes();
+            if let Some(old) = self.tokens.remove(&oldest) {
+                self.bytes -= old.data.bytes();
             }
         }
         self.bytes += size;
-        self.tokens.insert(token.to_owned(), (data, self.tick));
+        self.tokens.insert(token.to_owned(), Entry { data, used: self.tick, checked_at: changes });
     }
 
     /// The rows of a phrase FTS5 matches, with their terms, as of change
@@ -753,13 +808,6 @@ impl Cache {
         }
         Ok(Some(List::Phrase(list)))
     }
-}
-
-/// The rows holding `token`, from the lexicon.
-pub(crate) fn document_frequency(conn: &Connection, token: &str) -> rusqlite::Result<u64> {
-    let df: Option<i64> =
-        conn.prepare_cached("SELECT df FROM lexicon WHERE term = ?1")?.query_row([token], |r| r.get(0)).optional()?;
-    Ok(df.unwrap_or(0).max(0) as u64)
 }
 
 /// A position in one list during [`best_rows`].
@@ -831,7 +879,10 @@ impl<'a> Cursor<'a> {
     }
 
     fn list_bound(&self) -> f64 {
-        (0..self.blocks()).map(|b| self.block_bound(b)).fold(0.0, f64::max)
+        match self.list {
+            List::Token(data) => data.list_bound(self.idf, self.avgdl),
+            List::Phrase(p) => p.block_max.iter().copied().fold(0.0, f64::max),
+        }
     }
 
     fn load(&mut self, b: usize) {

@@ -3,10 +3,11 @@
 //! # Design
 //!
 //! **SQLite is the source of truth.** The folder holds one SQLite database in
-//! WAL mode with four tables: `chunks` (id, document, metadata, and the
+//! WAL mode with these tables: `chunks` (id, document, metadata, and the
 //! fields filters test), `vectors` (one little-endian `f32` blob per chunk),
-//! `chunks_fts` (an FTS5 index of the documents) and `files` (whole files per
-//! namespace, for navigation tools). Every write — an [`IndexStore::upsert`],
+//! `chunks_fts` (an FTS5 index of the documents), `lexicon` and `postings`
+//! (the lexical index, see below) and `files` (whole files per namespace,
+//! for navigation tools). Every write — an [`IndexStore::upsert`],
 //! an [`IndexStore::delete`] or a [`WriteBatch`] mixing both with file
 //! writes — is one `BEGIN IMMEDIATE … COMMIT` transaction. A writer killed at
 //! any instant therefore leaves the previous committed state: a record is in
@@ -58,13 +59,18 @@
 //! Words in at least half of the chunks, whose IDF FTS5 clamps to 1e-6, are
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
 //! shortcut and its `bm25()` walks every phrase's rows on every statement,
-//! so the ranking runs in Rust (`postings.rs`): the rows holding each query
-//! phrase are read from FTS5 once between writes and kept in memory, and
-//! MaxScore over them scores only rows that pass the filter and can still
+//! so the ranking runs in Rust over a persistent inverted index of FTS5's
+//! own tokens (`lexindex.rs`): two more tables, `lexicon` and `postings`
+//! (compressed blocks of rows, each with a score bound), changed by every
+//! write in its transaction, so they hold exactly what `chunks_fts` holds.
+//! Block-max MaxScore scores only rows that pass the filter and can still
 //! reach the top, with FTS5's formula and statistics, so the answer, scores
-//! included, is exactly that of scoring every match with `bm25()`.
-//! `lexical.rs` holds FTS5's own plan (rare phrases first, the rest bounded),
-//! which the bench compares against.
+//! included, is exactly that of scoring every match with `bm25()`. Phrases
+//! of several words are matched by FTS5 (the index keeps no positions).
+//! `postings.rs` holds the execution before the persistent index (postings
+//! read from FTS5 into memory between writes) and `lexical.rs` FTS5's own
+//! plan (rare phrases first, the rest bounded), which the bench compares
+//! against.
 //! [`EmbeddedStore::hybrid_search_with`] fuses the vector and lexical rankings by
 //! weighted reciprocal-rank fusion ([`rr_core::retrieval`]): each list is
 //! taken to depth `max(k, depth)` and a chunk scores
@@ -294,7 +300,7 @@ impl Reader {
         if plan != LexicalPlan::Index || !self.tokens_are_terms {
             return self.document_frequency(token, changes);
         }
-        lexindex::document_frequency(&self.conn, token)
+        self.lexicon.document_frequency(&self.conn, token, changes)
     }
 
     fn forget_if_changed(&mut self, changes: u64) {
@@ -1155,7 +1161,7 @@ fn view_index_rows(
     let mut lists = Vec::with_capacity(pass.len());
     for p in pass {
         let list = match p.term.single_token {
-            true => lexicon.token(conn, &p.term.text),
+            true => lexicon.token(conn, &p.term.text, changes),
             false => lexicon.phrase(conn, p.term, changes),
         };
         match list.map_err(err())? {
