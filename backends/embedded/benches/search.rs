@@ -13,13 +13,17 @@
 //! run in the same process on the same queries (the 2-bit scan interleaved
 //! with the index, query by query; the exact scan after the resident memory
 //! is read), with recall@10 of both indexes against the exact scan.
-//! A third table sets the lexical and hybrid cases, executed by in-memory
-//! postings (the default), beside the same queries executed by FTS5's own
-//! plan, in the same process, with the CPU-time ratio; its cold row drops
-//! the lexical caches before each query, as a write does.
+//! A third table sets the lexical and hybrid cases, executed by the
+//! persistent lexical index (the default), beside the same queries executed
+//! by FTS5's own plan and by the postings read from FTS5 into memory (the
+//! execution before the index), in the same process, with the CPU-time
+//! ratios; a cold row drops every lexical cache before each query, and a
+//! last row writes and deletes one chunk before each query.
 //!
 //! `RR_BENCH_SIZES=100000` runs only the given sizes; `RR_BENCH_KEEP_DIR=DIR`
-//! keeps the written stores in `DIR` and reuses them on the next run.
+//! keeps the written stores in `DIR` and reuses them on the next run;
+//! `RR_BENCH_BASELINE_QUERIES=40` times FTS5's plan and the old postings on
+//! the first 40 queries only (each takes a quarter second at 1M chunks).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -59,13 +63,18 @@ fn percentiles(mut times: Vec<Duration>) -> (f64, f64) {
 }
 
 /// p50 and p99 wall time, and mean CPU time, of one query, in ms.
-fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
+fn time_queries(f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
+    time_first(QUERIES, f)
+}
+
+/// [`time_queries`] over the first `count` queries.
+fn time_first(count: usize, mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
     for i in 0..10 {
         f(i);
     }
     let cpu = cpu_ms();
     let (p50, p99) = percentiles(
-        (0..QUERIES)
+        (0..count)
             .map(|i| {
                 let t = Instant::now();
                 let found = f(i);
@@ -75,7 +84,7 @@ fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
             })
             .collect(),
     );
-    (p50, p99, (cpu_ms() - cpu) / QUERIES as f64)
+    (p50, p99, (cpu_ms() - cpu) / count as f64)
 }
 
 /// Set in the child process that opens and queries a written store, so its
@@ -396,13 +405,20 @@ fn lexical_cases(
             }
         }
     };
+    // The executions compared with take a quarter second a query at 1M
+    // chunks: `RR_BENCH_BASELINE_QUERIES` times them on fewer queries.
+    let baseline: usize = std::env::var("RR_BENCH_BASELINE_QUERIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(QUERIES)
+        .clamp(10, QUERIES);
     // The old in-memory postings first, then their cache is dropped, so the
     // resident memory below is the persistent index's.
     let mut old = Vec::new();
     for case in 0..names.len() {
         let f = run(case, LexicalPlan::Postings);
-        (0..QUERIES).for_each(|i| _ = f(i));
-        old.push(time_queries(&f));
+        (0..baseline).for_each(|i| _ = f(i));
+        old.push(time_first(baseline, &f));
     }
     store.forget_lexical_caches();
     let mut rows = Vec::new();
@@ -412,10 +428,12 @@ fn lexical_cases(
         // with what they keep between writes in place (the cold rows below
         // time the opposite).
         for i in 0..QUERIES {
-            fts5(i);
+            if i < baseline {
+                fts5(i);
+            }
             index(i);
         }
-        let (fts5_p50, fts5_p99, fts5_cpu) = time_queries(&fts5);
+        let (fts5_p50, fts5_p99, fts5_cpu) = time_first(baseline, &fts5);
         let (p50, p99, cpu) = time_queries(&index);
         let (old_p50, old_p99, old_cpu) = old[case];
         println!("| {n} | {name} | {p50:.2} | {p99:.2} | {cpu:.2} |");

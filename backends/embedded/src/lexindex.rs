@@ -140,15 +140,18 @@ impl Block {
             put_varint(&mut out, u64::from(pk - previous));
             previous = pk;
         }
+        // Every row's packed counts, then the escaped ones: a row's counts
+        // are found without reading the rows before it (but for the rare
+        // escapes).
         for row in self.counts.chunks(columns) {
             let at = out.len();
             out.resize(at + packed_bytes(), 0);
             for (c, &n) in row.iter().enumerate() {
                 out[at + c / 4] |= (n.min(3) as u8) << (2 * (c % 4));
             }
-            for &n in row.iter().filter(|&&n| n >= 3) {
-                put_varint(&mut out, u64::from(n - 3));
-            }
+        }
+        for &n in self.counts.iter().filter(|&&n| n >= 3) {
+            put_varint(&mut out, u64::from(n - 3));
         }
         out
     }
@@ -185,20 +188,54 @@ impl Header {
 
 fn decode_rows(bytes: &[u8], header: &Header, pks: &mut Vec<u32>, counts: &mut Vec<u32>) -> Option<()> {
     let columns = fts::COLUMNS.len();
-    pks.clear();
+    let packed_at = decode_pks(bytes, header, pks)?;
     counts.clear();
+    let mut escapes = packed_at + header.n * packed_bytes();
+    for j in 0..header.n {
+        let packed = bytes.get(packed_at + j * packed_bytes()..packed_at + (j + 1) * packed_bytes())?;
+        for c in 0..columns {
+            let n = u32::from((packed[c / 4] >> (2 * (c % 4))) & 3);
+            counts.push(if n == 3 { 3 + get_u32(bytes, &mut escapes)? } else { n });
+        }
+    }
+    (escapes == bytes.len()).then_some(())
+}
+
+/// The block's pks into `pks`; where its packed counts start.
+fn decode_pks(bytes: &[u8], header: &Header, pks: &mut Vec<u32>) -> Option<usize> {
+    pks.clear();
     let mut at = header.rows_at;
     let mut pk = 0u32;
     for _ in 0..header.n {
         pk = pk.checked_add(get_u32(bytes, &mut at)?)?;
         pks.push(pk);
     }
-    for _ in 0..header.n {
-        let packed = bytes.get(at..at + packed_bytes())?;
-        at += packed_bytes();
-        for c in 0..columns {
-            let n = u32::from((packed[c / 4] >> (2 * (c % 4))) & 3);
-            counts.push(if n == 3 { 3 + get_u32(bytes, &mut at)? } else { n });
+    (bytes.len() >= at + header.n * packed_bytes()).then_some(at)
+}
+
+/// Row `j`'s counts (of `n` rows whose packed counts start at `packed_at`)
+/// into `out`.
+fn row_counts(bytes: &[u8], packed_at: usize, n: usize, j: usize, out: &mut [u32]) -> Option<()> {
+    let pb = packed_bytes();
+    let field = |byte: u8, c: usize| u32::from((byte >> (2 * (c % 4))) & 3);
+    let row = bytes.get(packed_at + j * pb..packed_at + (j + 1) * pb)?;
+    let mut escaped = false;
+    for (c, out) in out.iter_mut().enumerate() {
+        *out = field(row[c / 4], c);
+        escaped |= *out == 3;
+    }
+    if escaped {
+        // Skip the escapes of the rows before, then read this row's.
+        let before = bytes[packed_at..packed_at + j * pb]
+            .iter()
+            .map(|&b| (0..4).filter(|&c| field(b, c) == 3).count())
+            .sum::<usize>();
+        let mut at = packed_at + n * pb;
+        for _ in 0..before {
+            get_varint(bytes, &mut at)?;
+        }
+        for out in out.iter_mut().filter(|n| **n == 3) {
+            *out = 3 + get_u32(bytes, &mut at)?;
         }
     }
     Some(())
@@ -819,10 +856,11 @@ struct Cursor<'a> {
     /// The current block; rows below `floor` in it are passed.
     block: usize,
     floor: u32,
-    /// The block decoded into `pks` and `terms`, if any.
+    /// The block whose pks are in `pks`, if any; for a token, where its
+    /// packed counts start.
     loaded: Option<usize>,
+    packed_at: usize,
     pks: Vec<u32>,
-    terms: Vec<f64>,
     counts: Vec<u32>,
     pos: usize,
     corrupt: bool,
@@ -842,9 +880,9 @@ impl<'a> Cursor<'a> {
             block: 0,
             floor: 0,
             loaded: None,
+            packed_at: 0,
             pks: Vec::new(),
-            terms: Vec::new(),
-            counts: Vec::new(),
+            counts: vec![0; fts::COLUMNS.len()],
             pos: 0,
             corrupt: false,
         }
@@ -885,31 +923,24 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Decodes block `b`'s pks; a row's counts are read when it is scored.
     fn load(&mut self, b: usize) {
         self.pks.clear();
-        self.terms.clear();
         match self.list {
             List::Token(data) => {
                 let m = &data.blocks[b];
                 let bytes = &data.data[m.start as usize..m.end as usize];
-                let ok = Header::read(bytes)
-                    .and_then(|header| decode_rows(bytes, &header, &mut self.pks, &mut self.counts))
-                    .is_some();
-                if !ok {
-                    self.pks.clear();
-                    self.corrupt = true;
-                }
-                let columns = fts::COLUMNS.len();
-                for (j, &pk) in self.pks.iter().enumerate() {
-                    let f = weighted_frequency(&self.counts[j * columns..(j + 1) * columns]);
-                    let d = f64::from(self.lengths.get(pk as usize).copied().unwrap_or(0));
-                    self.terms.push(lexical::bm25_term(self.idf, f, d, self.avgdl));
+                match Header::read(bytes).and_then(|header| decode_pks(bytes, &header, &mut self.pks)) {
+                    Some(at) => self.packed_at = at,
+                    None => {
+                        self.pks.clear();
+                        self.corrupt = true;
+                    }
                 }
             }
             List::Phrase(p) => {
                 let range = b * BLOCK..((b + 1) * BLOCK).min(p.pks.len());
-                self.pks.extend_from_slice(&p.pks[range.clone()]);
-                self.terms.extend_from_slice(&p.terms[range]);
+                self.pks.extend_from_slice(&p.pks[range]);
             }
         }
         self.loaded = Some(b);
@@ -933,8 +964,22 @@ impl<'a> Cursor<'a> {
     }
 
     /// The term of the current row (after [`Cursor::current`]).
-    fn term(&self) -> f64 {
-        self.terms[self.pos]
+    fn term(&mut self) -> f64 {
+        let b = self.block;
+        match self.list {
+            List::Token(data) => {
+                let m = &data.blocks[b];
+                let bytes = &data.data[m.start as usize..m.end as usize];
+                if row_counts(bytes, self.packed_at, self.pks.len(), self.pos, &mut self.counts).is_none() {
+                    self.corrupt = true;
+                    return 0.0;
+                }
+                let f = weighted_frequency(&self.counts);
+                let d = f64::from(self.lengths.get(self.pks[self.pos] as usize).copied().unwrap_or(0));
+                lexical::bm25_term(self.idf, f, d, self.avgdl)
+            }
+            List::Phrase(p) => p.terms[b * BLOCK + self.pos],
+        }
     }
 
     /// Passes every row up to `pk`, skipping whole blocks undecoded.
@@ -1125,6 +1170,14 @@ mod tests {
         for c in 0..columns {
             let max = block.counts.iter().skip(c).step_by(columns).max().copied().unwrap();
             assert_eq!(header.max_counts[c], max);
+        }
+        // Any row's counts, read alone.
+        let mut pks = Vec::new();
+        let packed_at = decode_pks(&bytes, &header, &mut pks).unwrap();
+        let mut row = vec![0; columns];
+        for j in 0..block.len() {
+            row_counts(&bytes, packed_at, block.len(), j, &mut row).unwrap();
+            assert_eq!(row, block.counts[j * columns..(j + 1) * columns], "row {j}");
         }
         assert_eq!(Block::decode(&bytes[..bytes.len() - 1]), None);
         assert_eq!(Block::decode(&[]), None);
