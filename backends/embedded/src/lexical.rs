@@ -350,6 +350,18 @@ pub(crate) fn tokenizer_is_unicode61(sql: &str) -> bool {
         && words[1..].chunks(2).all(|kv| kv[0] == "remove_diacritics" && ["0", "1", "2"].contains(&kv[1]))
 }
 
+/// Offers `row` to the `need` best rows kept in `best`; the worst kept
+/// score once `need` rows are kept (the threshold a row must beat).
+pub(crate) fn offer(best: &mut std::collections::BinaryHeap<Scored>, row: Scored, need: usize) -> Option<f64> {
+    if best.len() < need {
+        best.push(row);
+    } else if best.peek().is_some_and(|worst| row < *worst) {
+        best.pop();
+        best.push(row);
+    }
+    best.peek().filter(|_| best.len() == need).map(|worst| worst.score)
+}
+
 /// A scored row: `score` is `-bm25()`, higher is better; ties go to the
 /// smaller pk. Ordered worst first, so a max-heap keeps the worst on top.
 #[derive(Debug, Clone, Copy)]

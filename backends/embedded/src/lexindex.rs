@@ -43,7 +43,7 @@
 //! ([`best_rows`]): lists whose bounds cannot lift a row into the top are
 //! only probed, blocks whose bounds cannot are skipped without decoding.
 
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -207,7 +207,15 @@ fn decode_pks(bytes: &[u8], header: &Header, pks: &mut Vec<u32>) -> Option<usize
     let mut at = header.rows_at;
     let mut pk = 0u32;
     for _ in 0..header.n {
-        pk = pk.checked_add(get_u32(bytes, &mut at)?)?;
+        // Most deltas of a frequent token take one byte.
+        let delta = match bytes.get(at) {
+            Some(&b) if b < 0x80 => {
+                at += 1;
+                u32::from(b)
+            }
+            _ => get_u32(bytes, &mut at)?,
+        };
+        pk = pk.checked_add(delta)?;
         pks.push(pk);
     }
     (bytes.len() >= at + header.n * packed_bytes()).then_some(at)
@@ -261,8 +269,10 @@ pub(crate) fn create_staging(conn: &Connection) -> rusqlite::Result<()> {
     let sql: String = conn.query_row("SELECT sql FROM sqlite_master WHERE name = 'chunks_fts'", [], |r| r.get(0))?;
     let at = sql.find("chunks_fts").unwrap_or(0);
     let staging = format!("{}{STAGING}{}", &sql[..at], &sql[at + "chunks_fts".len()..]);
+    // The staging rows never outlive a write: no need for a file.
     conn.execute_batch(&format!(
-        "DROP TABLE IF EXISTS {STAGING_INSTANCES}; DROP TABLE IF EXISTS {STAGING};
+        "PRAGMA temp_store = MEMORY;
+         DROP TABLE IF EXISTS {STAGING_INSTANCES}; DROP TABLE IF EXISTS {STAGING};
          {staging};
          CREATE VIRTUAL TABLE {STAGING_INSTANCES} USING fts5vocab(temp, lexicon_staging, instance);"
     ))
@@ -284,7 +294,32 @@ pub(crate) struct Edit {
     tokens: BTreeMap<String, TokenEdit>,
     /// (pk, length in tokens) of every row written.
     lengths: Vec<(u32, u32)>,
-    staged: bool,
+    /// Whether ASCII rows may be tokenized here (`chunks_fts` tokenizes
+    /// with plain `unicode61`).
+    ascii_tokens: bool,
+    /// Rows tokenized here, by pk.
+    ascii: HashMap<u32, AsciiRow>,
+    /// Rows in the staging table.
+    in_staging: HashSet<i64>,
+}
+
+/// A row tokenized by [`ascii_row`]: its length and each token's count in
+/// each column.
+type AsciiRow = (u32, HashMap<String, Vec<u32>>);
+
+/// A row's tokens as `unicode61` makes them from ASCII text.
+fn ascii_row(columns: &[String]) -> AsciiRow {
+    let mut counts: HashMap<String, Vec<u32>> = HashMap::new();
+    let mut len = 0u32;
+    for (c, text) in columns.iter().enumerate() {
+        for token in text.split(|ch: char| !ch.is_ascii_alphanumeric()).filter(|t| !t.is_empty()) {
+            len = len.saturating_add(1);
+            let token = token.to_ascii_lowercase();
+            let row = counts.entry(token).or_insert_with(|| vec![0; fts::COLUMNS.len()]);
+            row[c] = row[c].saturating_add(1);
+        }
+    }
+    (len, counts)
 }
 
 /// Row lengths a committed write changed, for the readers' copy.
@@ -292,6 +327,12 @@ pub(crate) struct Edit {
 pub(crate) struct LengthUpdate(Vec<(u32, u32)>);
 
 impl Edit {
+    /// An edit for a store whose `chunks_fts` tokenizes ASCII text as
+    /// [`ascii_row`] does when `ascii_tokens`.
+    pub fn new(ascii_tokens: bool) -> Self {
+        Edit { ascii_tokens, ..Edit::default() }
+    }
+
     /// Takes the current full-text rows of the chunks `ids` out of the index:
     /// called before the write changes `chunks`.
     pub fn remove_ids<'a>(
@@ -312,7 +353,7 @@ impl Edit {
             any = true;
         }
         if any {
-            let (postings, _) = harvest(conn)?;
+            let (postings, _) = self.harvest(conn)?;
             for (token, block, _) in postings {
                 self.tokens.entry(token).or_default().removed.extend(block.pks);
             }
@@ -320,23 +361,79 @@ impl Edit {
         Ok(())
     }
 
-    /// Stages a row the write puts in (the same texts as its `chunks_fts` row).
+    /// Stages a row the write puts in (the same texts as its `chunks_fts`
+    /// row); a row staged again replaces the one before, as in FTS5.
+    ///
+    /// On ASCII text `unicode61` (without options but `remove_diacritics`)
+    /// makes exactly the runs of ASCII letters and digits, lower-cased (see
+    /// `lexical::tokenizer_is_unicode61`): such rows are tokenized here, the
+    /// others by FTS5 in the staging table.
     pub fn stage(&mut self, conn: &Connection, pk: i64, columns: &[String]) -> rusqlite::Result<()> {
+        let row = u32::try_from(pk).ok().filter(|_| self.ascii_tokens && columns.iter().all(|c| c.is_ascii()));
+        if self.in_staging.remove(&pk) {
+            conn.prepare_cached(&format!("DELETE FROM {STAGING} WHERE rowid = ?1"))?.execute([pk])?;
+        }
+        if let Some(row) = row {
+            self.ascii.insert(row, ascii_row(columns));
+            return Ok(());
+        }
+        if let Ok(row) = u32::try_from(pk) {
+            self.ascii.remove(&row);
+        }
         let mut insert = conn.prepare_cached(&fts::insert_statement().replacen("chunks_fts", STAGING, 1))?;
         let mut values: Vec<&dyn rusqlite::ToSql> = vec![&pk];
         values.extend(columns.iter().map(|c| c as &dyn rusqlite::ToSql));
         insert.execute(values.as_slice())?;
-        self.staged = true;
+        self.in_staging.insert(pk);
         Ok(())
+    }
+
+    /// The staged rows' postings by token (pks ascending) and lengths; the
+    /// staging emptied.
+    fn harvest(&mut self, conn: &Connection) -> rusqlite::Result<Harvest> {
+        let (fts5, mut lens) = match self.in_staging.is_empty() {
+            true => (Vec::new(), HashMap::new()),
+            false => harvest(conn)?,
+        };
+        self.in_staging.clear();
+        let mut tokens: BTreeMap<String, (Block, Vec<u32>)> =
+            fts5.into_iter().map(|(token, block, lens)| (token, (block, lens))).collect();
+        let mut rows: Vec<(u32, AsciiRow)> = self.ascii.drain().collect();
+        rows.sort_by_key(|(pk, _)| *pk);
+        for (pk, (len, counts)) in rows {
+            lens.insert(pk, len);
+            for (token, counts) in counts {
+                let (block, block_lens) = tokens.entry(token).or_default();
+                block.pks.push(pk);
+                block.counts.extend(counts);
+                block_lens.push(len);
+            }
+        }
+        let mut out = Vec::with_capacity(tokens.len());
+        for (token, (mut block, mut block_lens)) in tokens {
+            if !block.pks.is_sorted() {
+                let columns = fts::COLUMNS.len();
+                let mut order: Vec<usize> = (0..block.pks.len()).collect();
+                order.sort_by_key(|&j| block.pks[j]);
+                block = Block {
+                    pks: order.iter().map(|&j| block.pks[j]).collect(),
+                    counts: order.iter().flat_map(|&j| block.counts[j * columns..(j + 1) * columns].to_vec()).collect(),
+                    min_len: 0,
+                };
+                block_lens = order.iter().map(|&j| block_lens[j]).collect();
+            }
+            out.push((token, block, block_lens));
+        }
+        Ok((out, lens))
     }
 
     /// Applies the edit to `lexicon` and `postings`, inside the write's
     /// transaction; the row lengths for the readers once it commits.
     pub fn apply(mut self, conn: &Connection) -> rusqlite::Result<LengthUpdate> {
-        if self.staged {
+        if !self.in_staging.is_empty() || !self.ascii.is_empty() {
             // The rows taken out were harvested already: what is staged now
             // is what the write puts in.
-            let (postings, lengths) = harvest(conn)?;
+            let (postings, lengths) = self.harvest(conn)?;
             self.lengths.extend(lengths);
             for (token, block, lens) in postings {
                 let edit = self.tokens.entry(token).or_default();
@@ -430,11 +527,20 @@ fn apply_token(conn: &Connection, token: &str, edit: &TokenEdit, generation: i64
     let mut i = 0;
     while i < ops.len() {
         let pk = ops[i].0;
-        let found: Option<(i64, Vec<u8>)> =
-            at_or_after.query_row(params![token, pk], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
-        let found = match found {
-            Some(found) => Some(found),
-            None => last.query_row([token], |r| Ok((r.get(0)?, r.get(1)?))).optional()?,
+        let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?));
+        // Rows a write adds have new pks, past the token's last block: one
+        // lookup finds where all of them go.
+        let tail: Option<(i64, Vec<u8>)> = match i {
+            0 => last.query_row([token], row).optional()?,
+            _ => None,
+        };
+        let found = match tail {
+            Some((last_pk, bytes)) if last_pk < i64::from(pk) => Some((last_pk, bytes)),
+            None if i == 0 => None,
+            _ => match at_or_after.query_row(params![token, pk], row).optional()? {
+                Some(found) => Some(found),
+                None => last.query_row([token], row).optional()?,
+            },
         };
         // The ops that land in this block: the pks up to its last one; all
         // that remain when it is the token's last block, or there is none.
@@ -949,6 +1055,19 @@ impl<'a> Cursor<'a> {
 
     /// The first row at or above the floor.
     fn current(&mut self) -> Option<u32> {
+        // Mostly the row is where the last call left it, or the next one.
+        if self.loaded == Some(self.block) {
+            for step in 0..2 {
+                match self.pks.get(self.pos + step) {
+                    Some(&pk) if pk >= self.floor => {
+                        self.pos += step;
+                        return Some(pk);
+                    }
+                    Some(_) => {}
+                    None => break,
+                }
+            }
+        }
         while self.block < self.blocks() {
             if self.loaded != Some(self.block) {
                 self.load(self.block);
@@ -1130,15 +1249,8 @@ pub(crate) fn best_rows(
             if reachable {
                 // In the expression's order, as `bm25()` adds them.
                 let score = terms.iter().fold(0.0, |sum, t| sum + t);
-                let row = Scored { score, pk: i64::from(pk) };
-                if best.len() < need {
-                    best.push(row);
-                } else if best.peek().is_some_and(|worst| row < *worst) {
-                    best.pop();
-                    best.push(row);
-                }
-                if best.len() == need {
-                    threshold = best.peek().map_or(threshold, |worst| worst.score);
+                if let Some(worst) = lexical::offer(&mut best, Scored { score, pk: i64::from(pk) }, need) {
+                    threshold = worst;
                 }
             }
         }

@@ -244,6 +244,9 @@ struct Db {
     /// `PRAGMA data_version` when the index was last loaded. Only commits of
     /// *other* connections change it, so it is read on the writing one.
     data_version: i64,
+    /// See [`Reader::tokens_are_terms`]: writes may then tokenize ASCII
+    /// rows for the lexical index themselves.
+    tokens_are_terms: bool,
 }
 
 struct Reader {
@@ -386,7 +389,7 @@ impl EmbeddedStore {
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 dir,
-                db: Mutex::new(Db { conn, data_version }),
+                db: Mutex::new(Db { conn, data_version, tokens_are_terms }),
                 reader: Mutex::new(Reader {
                     conn: reader,
                     document_frequency: HashMap::new(),
@@ -595,6 +598,7 @@ impl EmbeddedStore {
             }
         }
         let mut db = self.db();
+        let ascii_tokens = db.tokens_are_terms;
         let tx = db.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err())?;
         let stored_dim: Option<String> = tx
             .query_row("SELECT value FROM settings WHERE key = 'dimension'", [], |r| r.get(0))
@@ -611,7 +615,7 @@ impl EmbeddedStore {
                 .map_err(err())?;
         }
 
-        let mut lexicon = lexindex::Edit::default();
+        let mut lexicon = lexindex::Edit::new(ascii_tokens);
         let replaced = batch.delete.iter().map(String::as_str).chain(batch.upsert.iter().map(|r| r.chunk.id.as_str()));
         lexicon.remove_ids(&tx, replaced).map_err(err())?;
         let mut removed = Vec::with_capacity(batch.delete.len());

@@ -374,15 +374,8 @@ pub(crate) fn best_rows(
             if reachable {
                 // In the expression's order, as `bm25()` adds them.
                 let score = terms.iter().fold(0.0, |sum, t| sum + t);
-                let row = Scored { score, pk: i64::from(pk) };
-                if best.len() < need {
-                    best.push(row);
-                } else if best.peek().is_some_and(|worst| row < *worst) {
-                    best.pop();
-                    best.push(row);
-                }
-                if best.len() == need {
-                    threshold = best.peek().map_or(threshold, |worst| worst.score);
+                if let Some(worst) = lexical::offer(&mut best, Scored { score, pk: i64::from(pk) }, need) {
+                    threshold = worst;
                 }
             }
         }
