@@ -16,14 +16,18 @@
 //! two threads count twice) and recall@10 of both indexes against the exact
 //! scan. A glob row of the first table is timed with the index's
 //! remembered glob answers forgotten before each query, as for a new glob.
-//! A third table sets the lexical and hybrid cases, executed by in-memory
-//! postings (the default), beside the same queries executed by FTS5's own
-//! plan, in the same process, with the CPU-time ratio; its cold row drops
-//! the lexical caches before each query, as a write does.
+//! A third table sets the lexical and hybrid cases, executed by the
+//! persistent lexical index (the default), beside the same queries executed
+//! by FTS5's own plan and by the postings read from FTS5 into memory (the
+//! execution before the index), in the same process, with the CPU-time
+//! ratios; a cold row drops every lexical cache before each query, and a
+//! last row writes and deletes one chunk before each query.
 //!
 //! `RR_BENCH_SIZES=100000` runs only the given sizes; `RR_BENCH_KEEP_DIR=DIR`
 //! keeps the written stores in `DIR` and reuses them on the next run;
-//! `RR_BENCH_VECTOR_ONLY=1` runs the vector cases alone.
+//! `RR_BENCH_VECTOR_ONLY=1` runs the vector cases alone;
+//! `RR_BENCH_BASELINE_QUERIES=40` times FTS5's plan and the old postings on
+//! the first 40 queries only (each takes a quarter second at 1M chunks).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -63,13 +67,18 @@ fn percentiles(mut times: Vec<Duration>) -> (f64, f64) {
 }
 
 /// p50 and p99 wall time, and mean CPU time, of one query, in ms.
-fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
+fn time_queries(f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
+    time_first(QUERIES, f)
+}
+
+/// [`time_queries`] over the first `count` queries.
+fn time_first(count: usize, mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
     for i in 0..10 {
         f(i);
     }
     let cpu = cpu_ms();
     let (p50, p99) = percentiles(
-        (0..QUERIES)
+        (0..count)
             .map(|i| {
                 let t = Instant::now();
                 let found = f(i);
@@ -79,7 +88,7 @@ fn time_queries(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
             })
             .collect(),
     );
-    (p50, p99, (cpu_ms() - cpu) / QUERIES as f64)
+    (p50, p99, (cpu_ms() - cpu) / count as f64)
 }
 
 /// Set in the child process that opens and queries a written store, so its
@@ -312,15 +321,14 @@ fn query_phase(dir: &Path, n: usize) {
         let (index, coarse) = vector_rows(&store, &queries, f);
         index_rows.push((name, f, index, coarse));
     }
-    let (p50, p99, cpu) = time_cold(|i| {
-        store.forget_glob_answers();
-        store.search(q(i), &glob, K).unwrap().len()
-    });
+    // The CPU column of this row is the calling thread's: a large glob's
+    // first evaluation also runs on a second thread, which it leaves out.
+    let (p50, p99, cpu) = time_cold(|_| store.forget_glob_answers(), |i| store.search(q(i), &glob, K).unwrap().len());
     println!("| {n} | vector, path glob **/*.go, first query of the glob | {p50:.2} | {p99:.2} | {cpu:.2} |");
     // `RR_BENCH_VECTOR_ONLY=1` leaves the lexical cases out: comparing two
     // builds of the vector index at 1M then takes minutes, not tens of them.
-    let lexical = if std::env::var_os(VECTOR_ONLY_ENV).is_some() {
-        Vec::new()
+    let (lexical, rss_lexical) = if std::env::var_os(VECTOR_ONLY_ENV).is_some() {
+        (Vec::new(), f64::NAN)
     } else {
         lexical_cases(&store, n, &zipf, &words, &mut rng, &queries, &none, &source)
     };
@@ -362,7 +370,8 @@ fn query_phase(dir: &Path, n: usize) {
     }
     println!(
         "NOTE reopen {:.0} ms; VmRSS of a fresh process: {rss_before_open:.0} MiB before opening, \
-         {rss_after_open:.0} MiB after, {rss_after_queries:.0} MiB after the queries \
+         {rss_after_open:.0} MiB after, {rss_lexical:.0} MiB with the lexical index's cache warm, \
+         {rss_after_queries:.0} MiB after the queries \
          ({:.0} MiB with the exact scan's f32 copy)",
         open.as_secs_f64() * 1e3,
         rss_mib(),
@@ -376,10 +385,19 @@ const VECTOR_ONLY_ENV: &str = "RR_BENCH_VECTOR_ONLY";
 /// what the first query after a write costs.
 const COLD_QUERIES: usize = 20;
 
+/// CPU time of the calling thread so far, in milliseconds (nanosecond
+/// resolution, from the scheduler's statistics); NaN where `/proc` has none.
+fn thread_cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    stat.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()).map_or(f64::NAN, |ns| ns / 1e6)
+}
+
 /// Lexical and hybrid rows of the main table (the default execution), and
-/// the rows of the lexical-execution table: FTS5's own plan beside the
-/// in-memory postings, on the same queries in the same process, then the
-/// postings cold.
+/// the rows of the lexical-execution table: FTS5's own plan, the in-memory
+/// postings read from FTS5 (the execution before the persistent index) and
+/// the persistent index, on the same queries in the same process, then the
+/// index cold and after a write. Also the resident memory with the index's
+/// cache warm and the old postings' cache dropped.
 #[allow(clippy::too_many_arguments)]
 fn lexical_cases(
     store: &EmbeddedStore,
@@ -390,89 +408,121 @@ fn lexical_cases(
     queries: &[Vec<f32>],
     none: &SearchFilter,
     source: &SearchFilter,
-) -> Vec<String> {
+) -> (Vec<String>, f64) {
     // Three words drawn like the text's, so most queries hold a word found
     // in most chunks and a rarer identifier or two.
     let texts: Vec<String> =
         (0..QUERIES).map(|_| (0..3).map(|_| words[zipf.sample(rng)].as_str()).collect::<Vec<_>>().join(" ")).collect();
     let q = |i: usize| &queries[i % QUERIES];
-    let fts5 = HybridOptions::default();
+    let options = HybridOptions::default();
     type Run<'a> = Box<dyn Fn(usize) -> usize + 'a>;
-    let cases: [(&str, Run<'_>, Run<'_>); 4] = [
-        (
-            "lexical (BM25), no filter",
-            Box::new(|i| store.lexical_search_planned(&texts[i], none, K, LexicalPlan::Fts5).unwrap().len()),
-            Box::new(|i| store.lexical_search(&texts[i], none, K).unwrap().len()),
-        ),
-        (
-            "lexical (BM25), source filter",
-            Box::new(|i| store.lexical_search_planned(&texts[i], source, K, LexicalPlan::Fts5).unwrap().len()),
-            Box::new(|i| store.lexical_search(&texts[i], source, K).unwrap().len()),
-        ),
-        (
-            "hybrid (RRF), no filter",
-            Box::new(|i| {
-                store.hybrid_search_planned(&texts[i], q(i), none, K, &fts5, LexicalPlan::Fts5).unwrap().len()
-            }),
-            Box::new(|i| store.hybrid_search(&texts[i], q(i), none, K).unwrap().len()),
-        ),
-        (
-            "hybrid (RRF), source filter",
-            Box::new(|i| {
-                store.hybrid_search_planned(&texts[i], q(i), source, K, &fts5, LexicalPlan::Fts5).unwrap().len()
-            }),
-            Box::new(|i| store.hybrid_search(&texts[i], q(i), source, K).unwrap().len()),
-        ),
+    let (texts, options) = (&texts, &options);
+    let names = [
+        "lexical (BM25), no filter",
+        "lexical (BM25), source filter",
+        "hybrid (RRF), no filter",
+        "hybrid (RRF), source filter",
     ];
-    let mut rows = Vec::new();
-    for (name, fts5, postings) in &cases {
-        // Every query once with each execution first, so both are timed
-        // with what they keep between writes in place (the cold row below
-        // times the opposite).
-        for i in 0..QUERIES {
-            fts5(i);
-            postings(i);
+    let run = |case: usize, plan: LexicalPlan| -> Run<'_> {
+        let filter = if case.is_multiple_of(2) { none } else { source };
+        match case < 2 {
+            true => Box::new(move |i| store.lexical_search_planned(&texts[i], filter, K, plan).unwrap().len()),
+            false => {
+                Box::new(move |i| store.hybrid_search_planned(&texts[i], q(i), filter, K, options, plan).unwrap().len())
+            }
         }
-        let (old_p50, old_p99, old_cpu) = time_queries(fts5);
-        let (p50, p99, cpu) = time_queries(postings);
+    };
+    // The executions compared with take a quarter second a query at 1M
+    // chunks: `RR_BENCH_BASELINE_QUERIES` times them on fewer queries.
+    let baseline: usize = std::env::var("RR_BENCH_BASELINE_QUERIES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(QUERIES)
+        .clamp(10, QUERIES);
+    // The old in-memory postings first, then their cache is dropped, so the
+    // resident memory below is the persistent index's.
+    let mut old = Vec::new();
+    for case in 0..names.len() {
+        let f = run(case, LexicalPlan::Postings);
+        (0..baseline).for_each(|i| _ = f(i));
+        old.push(time_first(baseline, &f));
+    }
+    store.forget_lexical_caches();
+    let mut rows = Vec::new();
+    for (case, name) in names.iter().enumerate() {
+        let (fts5, index) = (run(case, LexicalPlan::Fts5), run(case, LexicalPlan::Index));
+        // Every query once with each execution first, so both are timed
+        // with what they keep between writes in place (the cold rows below
+        // time the opposite).
+        for i in 0..QUERIES {
+            if i < baseline {
+                fts5(i);
+            }
+            index(i);
+        }
+        let (fts5_p50, fts5_p99, fts5_cpu) = time_first(baseline, &fts5);
+        let (p50, p99, cpu) = time_queries(&index);
+        let (old_p50, old_p99, old_cpu) = old[case];
         println!("| {n} | {name} | {p50:.2} | {p99:.2} | {cpu:.2} |");
         rows.push(format!(
-            "| {n} | {name} | {old_p50:.2} | {p50:.2} | {old_p99:.2} | {p99:.2} | {old_cpu:.2} | {cpu:.2} | {:.1}× |",
+            "| {n} | {name} | {fts5_p50:.2} | {old_p50:.2} | {p50:.2} | {fts5_p99:.2} | {old_p99:.2} | {p99:.2} \
+             | {fts5_cpu:.2} | {old_cpu:.2} | {cpu:.2} | {:.1}× | {:.1}× |",
+            fts5_cpu / cpu,
             old_cpu / cpu
         ));
     }
-    for (name, _, postings) in &cases[..1] {
-        let (p50, p99, cpu) = time_cold(|i| {
-            store.forget_lexical_caches();
-            postings(i)
-        });
-        rows.push(format!(
-            "| {n} | {name}, cold (first query after a write) | | {p50:.2} | | {p99:.2} | | {cpu:.2} | |"
-        ));
-    }
-    rows
+    let rss = rss_mib();
+    let index = run(0, LexicalPlan::Index);
+    let old = run(0, LexicalPlan::Postings);
+    let forget = |_: usize| store.forget_lexical_caches();
+    let (old_p50, old_p99, old_cpu) = time_cold(forget, &old);
+    let (p50, p99, cpu) = time_cold(forget, &index);
+    rows.push(format!(
+        "| {n} | {}, cold (every cache dropped) | | {old_p50:.2} | {p50:.2} | | {old_p99:.2} | {p99:.2} | | {old_cpu:.2} | {cpu:.2} | | {:.1}× |",
+        names[0],
+        old_cpu / cpu
+    ));
+    // A real write between queries: one chunk of the corpus's words
+    // written and deleted again, so the store ends as it was. The old
+    // postings dropped everything on any write (the row above).
+    let mut probe = generate(1, rng, zipf, words, |rng, _| rng.unit_vector(DIM));
+    let mut record = probe.pop().unwrap().1;
+    record.chunk.id = "bench-probe".into();
+    let write = |_: usize| {
+        store.upsert_chunks(std::slice::from_ref(&record)).unwrap();
+        store.delete_chunks(&[record.chunk.id.clone()]).unwrap();
+    };
+    let (p50, p99, cpu) = time_cold(write, &index);
+    rows.push(format!(
+        "| {n} | {}, after a 1-chunk write and delete | | | {p50:.2} | | | {p99:.2} | | | {cpu:.2} | | |",
+        names[0]
+    ));
+    (rows, rss)
 }
 
-/// [`time_queries`] over [`COLD_QUERIES`] queries without warm-up.
-fn time_cold(mut f: impl FnMut(usize) -> usize) -> (f64, f64, f64) {
-    let cpu = cpu_ms();
+/// [`time_queries`] over [`COLD_QUERIES`] queries without warm-up, each
+/// after `prepare` (not timed).
+fn time_cold(prepare: impl Fn(usize), f: impl Fn(usize) -> usize) -> (f64, f64, f64) {
+    let mut cpu = 0.0;
     let times = (0..COLD_QUERIES)
         .map(|i| {
-            let t = Instant::now();
+            prepare(i);
+            let (t, c) = (Instant::now(), thread_cpu_ms());
             assert!(f(i) > 0, "query {i} found nothing");
+            cpu += thread_cpu_ms() - c;
             t.elapsed()
         })
         .collect();
     let (p50, p99) = percentiles(times);
-    (p50, p99, (cpu_ms() - cpu) / COLD_QUERIES as f64)
+    (p50, p99, cpu / COLD_QUERIES as f64)
 }
 
 fn print_lexical_versus(rows: &[String]) {
     println!(
-        "| chunks | case | FTS5 plan p50 ms | postings p50 ms | FTS5 plan p99 ms | postings p99 ms \
-         | FTS5 plan CPU ms | postings CPU ms | CPU ratio |"
+        "| chunks | case | FTS5 plan p50 ms | old postings p50 ms | index p50 ms | FTS5 plan p99 ms | old postings p99 ms \
+         | index p99 ms | FTS5 plan CPU ms | old postings CPU ms | index CPU ms | FTS5 / index CPU | old / index CPU |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         println!("{row}");
     }

@@ -292,7 +292,12 @@ pub(crate) fn table_stats(conn: &Connection) -> rusqlite::Result<Option<TableSta
 /// frequency `f` (column weights summed) in a row of `d` tokens. The same
 /// operations in the same order as `fts5Bm25Function`, so the same bits.
 pub(crate) fn bm25_term(idf: f64, f: f64, d: f64, avgdl: f64) -> f64 {
-    idf * ((f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * d / avgdl)))
+    idf * bm25_ratio(f, d, avgdl)
+}
+
+/// [`bm25_term`] without its IDF factor.
+pub(crate) fn bm25_ratio(f: f64, d: f64, avgdl: f64) -> f64 {
+    (f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * d / avgdl))
 }
 
 /// A `docsize` record's token count of each of [`fts::COLUMNS`] (missing
@@ -343,6 +348,18 @@ pub(crate) fn tokenizer_is_unicode61(sql: &str) -> bool {
     words.first() == Some(&"unicode61")
         && words.len() % 2 == 1
         && words[1..].chunks(2).all(|kv| kv[0] == "remove_diacritics" && ["0", "1", "2"].contains(&kv[1]))
+}
+
+/// Offers `row` to the `need` best rows kept in `best`; the worst kept
+/// score once `need` rows are kept (the threshold a row must beat).
+pub(crate) fn offer(best: &mut std::collections::BinaryHeap<Scored>, row: Scored, need: usize) -> Option<f64> {
+    if best.len() < need {
+        best.push(row);
+    } else if best.peek().is_some_and(|worst| row < *worst) {
+        best.pop();
+        best.push(row);
+    }
+    best.peek().filter(|_| best.len() == need).map(|worst| worst.score)
 }
 
 /// A scored row: `score` is `-bm25()`, higher is better; ties go to the

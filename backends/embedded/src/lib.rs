@@ -3,10 +3,11 @@
 //! # Design
 //!
 //! **SQLite is the source of truth.** The folder holds one SQLite database in
-//! WAL mode with four tables: `chunks` (id, document, metadata, and the
+//! WAL mode with these tables: `chunks` (id, document, metadata, and the
 //! fields filters test), `vectors` (one little-endian `f32` blob per chunk),
-//! `chunks_fts` (an FTS5 index of the documents) and `files` (whole files per
-//! namespace, for navigation tools). Every write — an [`IndexStore::upsert`],
+//! `chunks_fts` (an FTS5 index of the documents), `lexicon` and `postings`
+//! (the lexical index, see below) and `files` (whole files per namespace,
+//! for navigation tools). Every write — an [`IndexStore::upsert`],
 //! an [`IndexStore::delete`] or a [`WriteBatch`] mixing both with file
 //! writes — is one `BEGIN IMMEDIATE … COMMIT` transaction. A writer killed at
 //! any instant therefore leaves the previous committed state: a record is in
@@ -58,13 +59,18 @@
 //! Words in at least half of the chunks, whose IDF FTS5 clamps to 1e-6, are
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
 //! shortcut and its `bm25()` walks every phrase's rows on every statement,
-//! so the ranking runs in Rust (`postings.rs`): the rows holding each query
-//! phrase are read from FTS5 once between writes and kept in memory, and
-//! MaxScore over them scores only rows that pass the filter and can still
+//! so the ranking runs in Rust over a persistent inverted index of FTS5's
+//! own tokens (`lexindex.rs`): two more tables, `lexicon` and `postings`
+//! (compressed blocks of rows, each with a score bound), changed by every
+//! write in its transaction, so they hold exactly what `chunks_fts` holds.
+//! Block-max MaxScore scores only rows that pass the filter and can still
 //! reach the top, with FTS5's formula and statistics, so the answer, scores
-//! included, is exactly that of scoring every match with `bm25()`.
-//! `lexical.rs` holds FTS5's own plan (rare phrases first, the rest bounded),
-//! which the bench compares against.
+//! included, is exactly that of scoring every match with `bm25()`. Phrases
+//! of several words are matched by FTS5 (the index keeps no positions).
+//! `postings.rs` holds the execution before the persistent index (postings
+//! read from FTS5 into memory between writes) and `lexical.rs` FTS5's own
+//! plan (rare phrases first, the rest bounded), which the bench compares
+//! against.
 //! [`EmbeddedStore::hybrid_search_with`] fuses the vector and lexical rankings by
 //! weighted reciprocal-rank fusion ([`rr_core::retrieval`]): each list is
 //! taken to depth `max(k, depth)` and a chunk scores
@@ -84,6 +90,7 @@ mod error;
 mod fts;
 mod index;
 mod lexical;
+mod lexindex;
 mod postings;
 mod quant;
 mod registry;
@@ -237,6 +244,9 @@ struct Db {
     /// `PRAGMA data_version` when the index was last loaded. Only commits of
     /// *other* connections change it, so it is read on the writing one.
     data_version: i64,
+    /// See [`Reader::tokens_are_terms`]: writes may then tokenize ASCII
+    /// rows for the lexical index themselves.
+    tokens_are_terms: bool,
 }
 
 struct Reader {
@@ -248,6 +258,9 @@ struct Reader {
     stats: Option<lexical::TableStats>,
     /// Postings of query phrases, valid likewise (see `postings.rs`).
     postings: postings::Cache,
+    /// Blocks of the persistent lexical index, each valid for its token's
+    /// generation, and every row's length (see `lexindex.rs`).
+    lexicon: lexindex::Cache,
     changes: u64,
     /// Whether `chunks_fts`'s tokenizer indexes a single-token term as
     /// exactly that token (see [`lexical::tokenizer_is_unicode61`]), so its
@@ -284,6 +297,15 @@ impl Reader {
 }
 
 impl Reader {
+    /// [`Reader::document_frequency`], from the persistent index's lexicon
+    /// when `plan` ranks with it (exact, and no walk of FTS5's doclist).
+    fn token_frequency(&mut self, token: &str, changes: u64, plan: LexicalPlan) -> rusqlite::Result<u64> {
+        if plan != LexicalPlan::Index || !self.tokens_are_terms {
+            return self.document_frequency(token, changes);
+        }
+        self.lexicon.document_frequency(&self.conn, token, changes)
+    }
+
     fn forget_if_changed(&mut self, changes: u64) {
         if self.changes != changes {
             self.clear_caches();
@@ -311,7 +333,10 @@ impl Reader {
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LexicalPlan {
-    /// MaxScore over postings in memory (`postings.rs`).
+    /// Block-max MaxScore over the persistent index (`lexindex.rs`).
+    Index,
+    /// MaxScore over postings read from FTS5 and held in memory
+    /// (`postings.rs`), as lexical search ran before the persistent index.
     Postings,
     /// FTS5 scores every row it considers (`best_rows`): the execution the
     /// bench compares against.
@@ -342,6 +367,7 @@ impl EmbeddedStore {
         debug_assert_eq!(mode, "wal");
         conn.execute_batch("PRAGMA synchronous = NORMAL").map_err(err(OPEN_OPERATION))?;
         schema::migrate(&mut conn)?;
+        lexindex::create_staging(&conn).map_err(err(OPEN_OPERATION))?;
         let reader = Connection::open(dir.join(DATABASE_FILE)).map_err(err(OPEN_OPERATION))?;
         reader.busy_timeout(BUSY_TIMEOUT).map_err(err(OPEN_OPERATION))?;
         // Per connection, so not part of the schema: term statistics for
@@ -363,12 +389,13 @@ impl EmbeddedStore {
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 dir,
-                db: Mutex::new(Db { conn, data_version }),
+                db: Mutex::new(Db { conn, data_version, tokens_are_terms }),
                 reader: Mutex::new(Reader {
                     conn: reader,
                     document_frequency: HashMap::new(),
                     stats: None,
                     postings: postings::Cache::default(),
+                    lexicon: lexindex::Cache::default(),
                     changes: 0,
                     tokens_are_terms,
                 }),
@@ -438,7 +465,7 @@ impl EmbeddedStore {
         filter: &SearchFilter,
         k: usize,
     ) -> Result<Vec<Candidate>, EmbeddedError> {
-        self.lexical_search_planned(query, filter, k, LexicalPlan::Postings)
+        self.lexical_search_planned(query, filter, k, LexicalPlan::Index)
     }
 
     /// Drops what lexical search keeps between writes (postings, row
@@ -446,7 +473,9 @@ impl EmbeddedStore {
     /// the first query after a change with it.
     #[doc(hidden)]
     pub fn forget_lexical_caches(&self) {
-        self.reader().clear_caches();
+        let mut reader = self.reader();
+        reader.clear_caches();
+        reader.lexicon.clear();
     }
 
     /// [`EmbeddedStore::lexical_search`] executed by `plan` (the answer is
@@ -489,7 +518,7 @@ impl EmbeddedStore {
         k: usize,
         options: &HybridOptions,
     ) -> Result<Vec<Candidate>, EmbeddedError> {
-        self.hybrid_search_planned(query, embedding, filter, k, options, LexicalPlan::Postings)
+        self.hybrid_search_planned(query, embedding, filter, k, options, LexicalPlan::Index)
     }
 
     /// [`EmbeddedStore::hybrid_search_with`] whose lexical ranking is
@@ -509,7 +538,7 @@ impl EmbeddedStore {
         let (vector, lexical) = match plan {
             // The in-memory ranking takes a fraction of the scan's time, less
             // than handing the scan to another thread costs on a busy machine.
-            LexicalPlan::Postings => {
+            LexicalPlan::Index | LexicalPlan::Postings => {
                 let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth, plan);
                 (view.vector_hits(&self.inner.reader, embedding, filter, depth), lexical)
             }
@@ -576,6 +605,7 @@ impl EmbeddedStore {
             }
         }
         let mut db = self.db();
+        let ascii_tokens = db.tokens_are_terms;
         let tx = db.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err())?;
         let stored_dim: Option<String> = tx
             .query_row("SELECT value FROM settings WHERE key = 'dimension'", [], |r| r.get(0))
@@ -592,6 +622,9 @@ impl EmbeddedStore {
                 .map_err(err())?;
         }
 
+        let mut lexicon = lexindex::Edit::new(ascii_tokens);
+        let replaced = batch.delete.iter().map(String::as_str).chain(batch.upsert.iter().map(|r| r.chunk.id.as_str()));
+        lexicon.remove_ids(&tx, replaced).map_err(err())?;
         let mut removed = Vec::with_capacity(batch.delete.len());
         {
             let mut find = tx.prepare_cached("DELETE FROM chunks WHERE id = ?1 RETURNING pk").map_err(err())?;
@@ -645,8 +678,10 @@ impl EmbeddedStore {
                     )
                     .map_err(err())?;
                 vec.execute(params![pk, vector_blob(&record.embedding)]).map_err(err())?;
-                let [body, idents, stems, names] = fts::columns(&chunk.document, m);
+                let columns = fts::columns(&chunk.document, m);
+                let [body, idents, stems, names] = &columns;
                 fts.execute(params![pk, body, idents, stems, names]).map_err(err())?;
+                lexicon.stage(&tx, pk, &columns).map_err(err())?;
                 let key = GroupKey {
                     organization: m.organization.clone(),
                     repository: m.repository.clone(),
@@ -672,12 +707,14 @@ impl EmbeddedStore {
                 put.execute([&f.namespace_id, &f.path, &f.file_hash, &f.content]).map_err(err())?;
             }
         }
+        let lengths = lexicon.apply(&tx).map_err(err())?;
         // Commit under the index's write lock: no query of this process is
         // then between its scan and its fetch (see `View`), and none scans
         // before the index shows the commit.
         let mut index = self.index_mut();
         tx.commit().map_err(err())?;
-        self.inner.changes.fetch_add(1, AtomicOrdering::SeqCst);
+        let before = self.inner.changes.fetch_add(1, AtomicOrdering::SeqCst);
+        self.reader().lexicon.written(before, before + 1, &lengths);
         if let (0, Some(dim)) = (index.dim(), stored_dim.or(batch_dim)) {
             index.set_dim(dim);
         }
@@ -1021,7 +1058,7 @@ impl View<'_> {
         let mut phrases = Vec::with_capacity(terms.len());
         for term in &terms {
             let (document_frequency, at_most) = if term.single_token {
-                (Some(reader.document_frequency(&term.text, self.changes).map_err(err())?), None)
+                (Some(reader.token_frequency(&term.text, self.changes, plan).map_err(err())?), None)
             } else {
                 // `unicode61` splits `load_config2` into `load` and `config2`;
                 // a phrase is in no more rows than its rarest word.
@@ -1031,7 +1068,7 @@ impl View<'_> {
                         at_most = None;
                         break;
                     }
-                    let df = reader.document_frequency(token, self.changes).map_err(err())?;
+                    let df = reader.token_frequency(token, self.changes, plan).map_err(err())?;
                     at_most = Some(at_most.map_or(df, |n: u64| n.min(df)));
                 }
                 (None, at_most)
@@ -1061,6 +1098,9 @@ impl View<'_> {
             }
             let need = k - hits.len();
             let mut found = None;
+            if plan == LexicalPlan::Index && reader.tokens_are_terms {
+                found = view_index_rows(reader, &pass, self.changes, &allowed, need)?;
+            }
             if plan == LexicalPlan::Postings
                 && let Some(stats) = reader.table_stats(self.changes).map_err(err())?
             {
@@ -1113,6 +1153,35 @@ impl View<'_> {
         }
         Ok(out)
     }
+}
+
+/// The best `need` rows of `allowed` for the phrases of `pass`, ranked over
+/// the persistent index (`lexindex.rs`); `None` when it cannot serve them
+/// (a pk beyond `u32`, a block it cannot read), which leaves the query to
+/// FTS5's plan with the same answer.
+fn view_index_rows(
+    reader: &mut Reader,
+    pass: &[lexical::Phrase<'_>],
+    changes: u64,
+    allowed: &lexical::RowSet,
+    need: usize,
+) -> Result<Option<Vec<(i64, f64)>>, EmbeddedError> {
+    let err = || EmbeddedError::sqlite(QUERY_OPERATION);
+    let Some(stats) = reader.table_stats(changes).map_err(err())? else { return Ok(None) };
+    let Reader { conn, lexicon, .. } = reader;
+    let mut lists = Vec::with_capacity(pass.len());
+    for p in pass {
+        let list = match p.term.single_token {
+            true => lexicon.token(conn, &p.term.text, changes),
+            false => lexicon.phrase(conn, p.term, changes),
+        };
+        match list.map_err(err())? {
+            Some(list) => lists.push(list),
+            None => return Ok(None),
+        }
+    }
+    let lengths = lexicon.lengths(conn, changes).map_err(err())?;
+    Ok(lexindex::best_rows(&lists, stats, lengths, allowed, need).ok())
 }
 
 /// The `name()` of the store in both traits.
@@ -1420,8 +1489,68 @@ mod tests {
     #[test]
     fn postings_search_equals_fts5_through_deletes_and_updates() {
         let dir = tempfile::tempdir().unwrap();
-        let (store, filters) = lexical_store(dir.path());
-        let checked = compare_lexical(&store, &filters, &mut Rng(11), LexicalPlan::Postings);
+        equals_fts5_through_deletes_and_updates(dir.path(), LexicalPlan::Postings);
+    }
+
+    /// The same for the persistent index, which every write changes in
+    /// place: its blocks, document frequencies and row lengths must follow.
+    #[test]
+    fn index_search_equals_fts5_through_deletes_and_updates() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = equals_fts5_through_deletes_and_updates(dir.path(), LexicalPlan::Index);
+        // The index served the queries (it keeps what it read).
+        assert!(store.reader().lexicon.kept_bytes() > 0);
+        // With room for almost nothing, tokens are read per query and the
+        // least recently used dropped: the answers stay FTS5's.
+        store.reader().lexicon.set_budget(4096);
+        let filters = [SearchFilter::default()];
+        assert!(compare_lexical(&store, &filters, &mut Rng(5), LexicalPlan::Index) > 40);
+        assert!(store.reader().lexicon.kept_bytes() <= 4096);
+    }
+
+    /// The persistent index written at open from `chunks_fts` (as for a
+    /// store of an older version) holds what the writes left.
+    #[test]
+    fn a_rebuilt_index_equals_the_one_writes_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = lexical_store(dir.path());
+        let rows = |store: &EmbeddedStore| -> Vec<(String, i64, Vec<u8>)> {
+            let reader = store.reader();
+            let mut stmt = reader
+                .conn
+                .prepare(
+                    "SELECT p.term, l.df, p.block FROM postings p JOIN lexicon l USING (term) ORDER BY term, last_pk",
+                )
+                .unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+        };
+        // Rows written in batches, then some deleted and replaced.
+        let ids: Vec<String> = (0..3000).step_by(13).map(|i| format!("c{i}")).collect();
+        store.delete_chunks(&ids).unwrap();
+        let kept = rows(&store);
+        assert!(kept.len() > 100, "{} blocks", kept.len());
+        let db = store.db();
+        lexindex::rebuild(&db.conn).unwrap();
+        drop(db);
+        let rebuilt = rows(&store);
+        // Blocks split at other places; the rows per token must agree.
+        let flatten = |rows: &[(String, i64, Vec<u8>)]| -> Vec<(String, i64, u32, Vec<u32>)> {
+            let columns = fts::COLUMNS.len();
+            let mut out = Vec::new();
+            for (term, df, bytes) in rows {
+                let block = lexindex::Block::decode(bytes).unwrap();
+                for (j, &pk) in block.pks.iter().enumerate() {
+                    out.push((term.clone(), *df, pk, block.counts[j * columns..(j + 1) * columns].to_vec()));
+                }
+            }
+            out
+        };
+        assert_eq!(flatten(&kept), flatten(&rebuilt));
+    }
+
+    fn equals_fts5_through_deletes_and_updates(dir: &Path, plan: LexicalPlan) -> EmbeddedStore {
+        let (store, filters) = lexical_store(dir);
+        let checked = compare_lexical(&store, &filters, &mut Rng(11), plan);
         assert!(checked > 200, "only {checked} searches found anything");
         let mut rng = Rng(23);
         for round in 0..4usize {
@@ -1438,17 +1567,18 @@ mod tests {
                 })
                 .collect();
             store.upsert_chunks(&replaced).unwrap();
-            let checked = compare_lexical(&store, &filters, &mut Rng(100 + round as u64), LexicalPlan::Postings);
+            let checked = compare_lexical(&store, &filters, &mut Rng(100 + round as u64), plan);
             assert!(checked > 200, "round {round}: only {checked} searches found anything");
             for query in ["café bakoRI3", "naïve the value", "größe koba_ri1", "uberzug"] {
                 let view = store.view().unwrap();
                 let mut reader = store.reader();
                 let want = exhaustive_lexical_hits(&view, &mut reader, query, &filters[0], 15);
-                let got = view.lexical_hits(&mut reader, query, &filters[0], 15, LexicalPlan::Postings).unwrap();
+                let got = view.lexical_hits(&mut reader, query, &filters[0], 15, plan).unwrap();
                 assert!(!want.is_empty(), "{query:?} finds nothing");
                 assert_eq!(got, want, "round {round}, query {query:?}");
             }
         }
+        store
     }
 
     /// With room for no large list, a query needing one is left to FTS5's
@@ -1496,7 +1626,7 @@ mod tests {
             let view = store.view().unwrap();
             let mut reader = store.reader();
             let want = exhaustive_lexical_hits(&view, &mut reader, &query, &filter, k);
-            let got = view.lexical_hits(&mut reader, &query, &filter, k, LexicalPlan::Postings).unwrap();
+            let got = view.lexical_hits(&mut reader, &query, &filter, k, LexicalPlan::Index).unwrap();
             assert_eq!(got, want, "query {query:?}, k {k}");
             found += usize::from(got.len() == k);
         }

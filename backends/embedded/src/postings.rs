@@ -151,8 +151,15 @@ fn mostly_repeated(conn: &Connection, token: &str) -> rusqlite::Result<bool> {
 /// A phrase's postings as FTS5 scores it alone; `None` when a pk does not
 /// fit.
 fn phrase_postings(conn: &Connection, term: &Term) -> rusqlite::Result<Option<Postings>> {
+    Ok(phrase_terms(conn, term)?.map(|(pks, terms)| Postings::new(pks, Weights::Terms(terms))))
+}
+
+/// The rows FTS5 matches a phrase in, ascending, with the `bm25()` term the
+/// phrase adds to each (a one-phrase query returns exactly the term it adds
+/// to a longer one); `None` when a pk does not fit.
+pub(crate) fn phrase_terms(conn: &Connection, term: &Term) -> rusqlite::Result<Option<(Vec<u32>, Vec<f64>)>> {
     let Some(expression) = fts::match_expression([term]) else {
-        return Ok(Some(Postings::new(Vec::new(), Weights::Terms(Vec::new()))));
+        return Ok(Some((Vec::new(), Vec::new())));
     };
     let mut stmt = conn.prepare_cached(&format!(
         "SELECT rowid, {} FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY rowid",
@@ -166,11 +173,11 @@ fn phrase_postings(conn: &Connection, term: &Term) -> rusqlite::Result<Option<Po
         // `bm25()` is minus the sum, here of one term.
         terms.push(-row.get::<_, f64>(1)?);
     }
-    Ok(Some(Postings::new(pks, Weights::Terms(terms))))
+    Ok(Some((pks, terms)))
 }
 
 /// Every row's length in tokens (all columns), by pk, from FTS5's `docsize`.
-fn docsizes(conn: &Connection) -> rusqlite::Result<Vec<u32>> {
+pub(crate) fn docsizes(conn: &Connection) -> rusqlite::Result<Vec<u32>> {
     let mut out: Vec<u32> = Vec::new();
     let mut stmt = conn.prepare_cached("SELECT id, sz FROM chunks_fts_docsize")?;
     let mut rows = stmt.query([])?;
@@ -367,15 +374,8 @@ pub(crate) fn best_rows(
             if reachable {
                 // In the expression's order, as `bm25()` adds them.
                 let score = terms.iter().fold(0.0, |sum, t| sum + t);
-                let row = Scored { score, pk: i64::from(pk) };
-                if best.len() < need {
-                    best.push(row);
-                } else if best.peek().is_some_and(|worst| row < *worst) {
-                    best.pop();
-                    best.push(row);
-                }
-                if best.len() == need {
-                    threshold = best.peek().map_or(threshold, |worst| worst.score);
+                if let Some(worst) = lexical::offer(&mut best, Scored { score, pk: i64::from(pk) }, need) {
+                    threshold = worst;
                 }
             }
         }

@@ -81,7 +81,19 @@ const MIGRATIONS: &[&str] = &[
         tokenize = 'unicode61 remove_diacritics 2'
     );
     "#,
+    // Version 3.
+    //
+    // The persistent lexical index (`lexicon`, `postings`; see
+    // `lexindex.rs`), changed by every write in its transaction. `migrate`
+    // writes it from `chunks_fts` in the same transaction
+    // (`REBUILD_LEXICON_AT`).
+    crate::lexindex::SCHEMA,
 ];
+
+/// The last version that changed what the lexical index holds: a store
+/// older than it (or whose `chunks_fts` is refilled) gets the index written
+/// from `chunks_fts` once its migrations have run.
+const REBUILD_LEXICON_AT: i64 = 3;
 
 /// The last version that changed what `chunks_fts` holds: a store older
 /// than it gets every row rewritten from `chunks` by this build's
@@ -121,6 +133,9 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), EmbeddedError> {
     }
     if found < REFILL_FTS_AT {
         refill_fts(&tx)?;
+    }
+    if found < REFILL_FTS_AT.max(REBUILD_LEXICON_AT) {
+        crate::lexindex::rebuild(&tx).map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
     }
     tx.commit().map_err(EmbeddedError::sqlite(OPEN_OPERATION))
 }

@@ -533,6 +533,7 @@ fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
          CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, idents, content = '', contentless_delete = 1,
              tokenize = 'unicode61 remove_diacritics 2');
          INSERT INTO chunks_fts (rowid, body, idents) SELECT pk, document, '' FROM chunks;
+         DROP TABLE lexicon; DROP TABLE postings;
          UPDATE schema_version SET version = 1;",
     )
     .unwrap();
@@ -548,6 +549,34 @@ fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
     // the refill wrote.
     let hits = store.lexical_search("parsing", &SearchFilter::default(), 5).unwrap();
     assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["p"]);
+}
+
+#[test]
+fn a_version_2_store_gets_the_lexical_index_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = [
+        record("p", "acme", "widgets", "main", "src/opts.rs", "fn parsed_flags() { load_config() }", vec![1.0, 0.0]),
+        record("q", "acme", "widgets", "main", "src/run.rs", "fn run() { parse() }", vec![0.0, 1.0]),
+    ];
+    let before: Vec<(String, f64)> = {
+        let store = filled(dir.path(), &records);
+        let hits = store.lexical_search("parsing load_config", &SearchFilter::default(), 5).unwrap();
+        hits.into_iter().map(|c| (c.chunk.id, c.distance.unwrap())).collect()
+    };
+    // What a version-2 build left: no lexical index.
+    let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
+    conn.execute_batch("DROP TABLE lexicon; DROP TABLE postings; UPDATE schema_version SET version = 2;").unwrap();
+    drop(conn);
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
+    let version: i64 = conn.query_row("SELECT version FROM schema_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(version, rr_embedded::SCHEMA_VERSION);
+    let df: i64 = conn.query_row("SELECT df FROM lexicon WHERE term = 'parse'", [], |r| r.get(0)).unwrap();
+    assert_eq!(df, 1);
+    let hits = store.lexical_search("parsing load_config", &SearchFilter::default(), 5).unwrap();
+    let after: Vec<(String, f64)> = hits.into_iter().map(|c| (c.chunk.id, c.distance.unwrap())).collect();
+    assert_eq!(after, before);
+    assert_eq!(after.len(), 2);
 }
 
 #[tokio::test]
