@@ -638,8 +638,8 @@ impl EmbeddedStore {
                     )
                     .map_err(err())?;
                 vec.execute(params![pk, vector_blob(&record.embedding)]).map_err(err())?;
-                let [body, idents, stems, names] = fts::columns(&chunk.document, m);
-                fts.execute(params![pk, body, idents, stems, names]).map_err(err())?;
+                let [body, idents, stems, names, comments] = fts::columns(&chunk.document, m);
+                fts.execute(params![pk, body, idents, stems, names, comments]).map_err(err())?;
                 let key = GroupKey {
                     organization: m.organization.clone(),
                     repository: m.repository.clone(),

@@ -550,6 +550,47 @@ fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
     assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["p"]);
 }
 
+#[test]
+fn a_version_2_store_gets_its_comments_column_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = |id: &str, body: &str| {
+        let mut r = record(id, "acme", "tools", "main", &format!("src/{id}.rs"), body, vec![1.0, 0.0]);
+        r.chunk.metadata.chunking_strategy = "code".into();
+        r
+    };
+    // The longer chunk calls the widget; the shorter one only mentions it
+    // in its doc comment.
+    let records = [
+        code("calls", "fn spin() {\n    rotate_widget(); // and again, and again, and again\n}"),
+        code("mentions", "/// A widget.\nfn f() {}"),
+    ];
+    drop(filled(dir.path(), &records));
+    // What a version-2 build left: four columns, comments in the body.
+    let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
+    conn.execute_batch(
+        "DROP TABLE chunks_fts;
+         CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, idents, stems, names, content = '',
+             contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2');
+         INSERT INTO chunks_fts (rowid, body, idents, stems, names) SELECT pk, document, '', '', '' FROM chunks;
+         UPDATE schema_version SET version = 2;",
+    )
+    .unwrap();
+    drop(conn);
+    let ranked = |store: &EmbeddedStore| {
+        let hits = store.lexical_search("widget", &SearchFilter::default(), 5).unwrap();
+        hits.into_iter().map(|c| c.chunk.id).collect::<Vec<_>>()
+    };
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let version: i64 = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE))
+        .unwrap()
+        .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, rr_embedded::SCHEMA_VERSION);
+    assert!(store.check().unwrap().is_consistent());
+    // With the comment weighed as code, the shorter chunk would lead.
+    assert_eq!(ranked(&store), ["calls", "mentions"]);
+}
+
 #[tokio::test]
 async fn traits_drive_the_store() {
     let dir = tempfile::tempdir().unwrap();
