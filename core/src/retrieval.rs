@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::error::BackendError;
 use crate::filter::SearchFilter;
 use crate::record::Candidate;
-use crate::traits::{CallContext, VectorQuery, VectorStore};
+use crate::traits::{CallContext, Embedder, VectorQuery, VectorStore};
 // The store-side half (what a store implements, and the options it is
 // handed) lives with the other traits; re-exported so callers keep these paths.
 pub use crate::traits::{HybridOptions, LexicalQuery, LexicalStore};
@@ -116,6 +116,12 @@ impl Default for HybridOptions {
 }
 
 impl HybridOptions {
+    /// The defaults with `embedder`'s own dense weight
+    /// ([`Embedder::hybrid_weight_dense`]).
+    pub fn for_embedder(embedder: &dyn Embedder) -> Self {
+        HybridOptions { weight_dense: embedder.hybrid_weight_dense(), ..HybridOptions::default() }
+    }
+
     /// Refuses weights that would make the fused order meaningless; `key`
     /// names each setting as the operator wrote it (`--hybrid-rrf-k`).
     pub fn validate(&self, key: impl Fn(&str) -> String) -> Result<(), String> {

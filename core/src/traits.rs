@@ -37,6 +37,14 @@ pub trait Embedder: Send + Sync {
     fn dimension(&self) -> Option<usize> {
         None
     }
+
+    /// The weight of this embedder's ranking in hybrid fusion when the
+    /// operator sets none (see [`HybridOptions::for_embedder`]). An embedder
+    /// whose nearest neighbours are a weak signal next to the lexical
+    /// ranking says so with a lower weight.
+    fn hybrid_weight_dense(&self) -> f64 {
+        crate::retrieval::DEFAULT_WEIGHT_DENSE
+    }
 }
 
 /// One nearest-neighbour query.

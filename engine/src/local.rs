@@ -412,7 +412,8 @@ pub fn engine_with(
     reranker: Option<Arc<dyn Reranker>>,
 ) -> Result<SearchEngine, LocalError> {
     let open = open(store_dir)?;
-    let (retrieval, hybrid) = choice.resolve(open.store.as_ref(), cli_key).map_err(LocalError::new)?;
+    let (retrieval, hybrid) =
+        choice.resolve(open.store.as_ref(), open.embedder.as_ref(), cli_key).map_err(LocalError::new)?;
     let options = PipelineOptions {
         query_prefix: open.settings.query_prefix.clone(),
         retrieval,
@@ -447,10 +448,11 @@ impl RetrievalChoice {
     pub fn resolve(
         &self,
         store: &dyn VectorStore,
+        embedder: &dyn Embedder,
         key: impl Fn(&str) -> String,
     ) -> Result<(RetrievalMode, HybridOptions), String> {
         let mode = self.mode.unwrap_or_else(|| RetrievalMode::default_for(store));
-        let defaults = HybridOptions::default();
+        let defaults = HybridOptions::for_embedder(embedder);
         let hybrid = HybridOptions {
             weight_dense: self.weight_dense.unwrap_or(defaults.weight_dense),
             weight_lexical: self.weight_lexical.unwrap_or(defaults.weight_lexical),
@@ -586,9 +588,14 @@ mod tests {
     fn hybrid_settings_are_checked_and_need_hybrid() {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
-        let resolve = |choice: RetrievalChoice| choice.resolve(&store, cli_key);
+        let hash = embedder_for(&new_store_settings("hash").unwrap()).unwrap();
+        let resolve = |choice: RetrievalChoice| choice.resolve(&store, hash.as_ref(), cli_key);
         let (mode, hybrid) = resolve(RetrievalChoice::default()).unwrap();
-        assert_eq!((mode, hybrid), (rr_core::retrieval::DEFAULT_LEXICAL_CAPABLE_MODE, HybridOptions::default()));
+        // The embedder's own dense weight, the other settings the defaults.
+        let defaults = HybridOptions { weight_dense: 0.5, ..HybridOptions::default() };
+        assert_eq!((mode, hybrid), (rr_core::retrieval::DEFAULT_LEXICAL_CAPABLE_MODE, defaults));
+        let choice = RetrievalChoice { weight_dense: Some(1.0), ..Default::default() };
+        assert_eq!(resolve(choice).unwrap().1, HybridOptions::default());
         let choice =
             RetrievalChoice { mode: Some(RetrievalMode::Hybrid), weight_lexical: Some(2.0), ..Default::default() };
         assert_eq!(resolve(choice).unwrap().1.weight_lexical, 2.0);

@@ -273,8 +273,9 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
             rrf_k: section.hybrid_rrf_k,
             depth: section.hybrid_depth,
         };
-        let (mode, hybrid) =
-            choice.resolve(store.as_ref(), |key| format!("stores.{name}.hybrid_{key}")).map_err(err)?;
+        let (mode, hybrid) = choice
+            .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.hybrid_{key}"))
+            .map_err(err)?;
         let mut entry = FederatedStore::new(name.clone(), store, embedder).with_retrieval(mode, hybrid);
         entry.model = section
             .embedder

@@ -207,7 +207,7 @@ pub fn defaults(
         embedder: embedder.clone(),
         store: store.clone(),
         query_prefix: settings.query_prefix.clone(),
-        retriever: Retriever::new(mode, HybridOptions::default()),
+        retriever: Retriever::new(mode, HybridOptions::for_embedder(embedder.as_ref())),
         reranker,
         candidates: DEFAULT_CANDIDATES,
     };
@@ -386,12 +386,13 @@ fn build_one(
         rrf_k: spec.hybrid_rrf_k,
         depth: spec.hybrid_depth,
     };
-    let (mode, hybrid) = choice.resolve(store.as_ref(), |key| format!("hybrid_{key}")).map_err(err)?;
     let embedder = match (&spec.embedder, &own) {
         (Some(c), _) => registry.embedder(&c.kind, &component(c), ctx).map_err(|e| err(format!("embedder: {e}")))?,
         (None, Some(own)) => own.embedder.clone(),
         (None, None) => return Err(err("embedder: required when the store is not an embedded store folder")),
     };
+    let (mode, hybrid) =
+        choice.resolve(store.as_ref(), embedder.as_ref(), |key| format!("hybrid_{key}")).map_err(err)?;
     let query_prefix = match (&spec.query_prefix, &own) {
         (Some(p), _) => p.clone(),
         (None, Some(own)) => own.settings.query_prefix.clone(),

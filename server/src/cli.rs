@@ -209,7 +209,7 @@ pub struct RetrievalArgs {
     /// hybrid (both, fused by reciprocal rank) [default: hybrid].
     #[arg(long, value_name = "MODE", value_parser = mode_parser())]
     pub mode: Option<rr_core::RetrievalMode>,
-    /// Hybrid: weight of the dense ranking [default: 1].
+    /// Hybrid: weight of the dense ranking [default: 0.5 with the hash embedder, else 1].
     #[arg(long, value_name = "W")]
     pub hybrid_weight_dense: Option<f64>,
     /// Hybrid: weight of the lexical ranking [default: 4].

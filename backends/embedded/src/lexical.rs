@@ -447,11 +447,11 @@ pub(crate) mod tests {
         assert_eq!(varint(&[0x81, 0x00]), Some((128, 2)));
         assert_eq!(varint(&[0xff; 9]), Some((u64::MAX, 9)));
         assert_eq!(varint(&[0x81]), None);
-        // One size per column of `fts::COLUMNS` (body, idents, stems, names);
-        // missing trailing sizes are 0.
-        assert_eq!(column_sizes(&[0x07, 0x81, 0x01, 0x02, 0x03]), [7, 129, 2, 3]);
-        assert_eq!(column_sizes(&[0x07, 0x81, 0x01]), [7, 129, 0, 0]);
-        assert_eq!(column_sizes(&[0x07]), [7, 0, 0, 0]);
+        // One size per column of `fts::COLUMNS` (body, idents, stems, names,
+        // comments); missing trailing sizes are 0.
+        assert_eq!(column_sizes(&[0x07, 0x81, 0x01, 0x02, 0x03, 0x04]), [7, 129, 2, 3, 4]);
+        assert_eq!(column_sizes(&[0x07, 0x81, 0x01]), [7, 129, 0, 0, 0]);
+        assert_eq!(column_sizes(&[0x07]), [7, 0, 0, 0, 0]);
     }
 
     #[test]

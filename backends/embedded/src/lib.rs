@@ -679,8 +679,8 @@ impl EmbeddedStore {
                     .map_err(err())?;
                 vec.execute(params![pk, vector_blob(&record.embedding)]).map_err(err())?;
                 let columns = fts::columns(&chunk.document, m);
-                let [body, idents, stems, names] = &columns;
-                fts.execute(params![pk, body, idents, stems, names]).map_err(err())?;
+                let [body, idents, stems, names, comments] = &columns;
+                fts.execute(params![pk, body, idents, stems, names, comments]).map_err(err())?;
                 lexicon.stage(&tx, pk, &columns).map_err(err())?;
                 let key = GroupKey {
                     organization: m.organization.clone(),

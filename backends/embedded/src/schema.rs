@@ -88,6 +88,19 @@ const MIGRATIONS: &[&str] = &[
     // writes it from `chunks_fts` in the same transaction
     // (`REBUILD_LEXICON_AT`).
     crate::lexindex::SCHEMA,
+    // Version 4.
+    //
+    // `body` keeps the document's code lines only and `comments` gets its
+    // comment lines, weighted below code (see `fts.rs`); refilled as in
+    // version 2.
+    r#"
+    DROP TABLE chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5 (
+        body, idents, stems, names, comments,
+        content = '', contentless_delete = 1,
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    "#,
 ];
 
 /// The last version that changed what the lexical index holds: a store
@@ -100,7 +113,7 @@ const REBUILD_LEXICON_AT: i64 = 3;
 /// `fts::columns` once its migrations have run (so a later change of the
 /// columns moves this number, and the refill always writes the current
 /// columns).
-const REFILL_FTS_AT: i64 = 2;
+const REFILL_FTS_AT: i64 = 4;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -154,8 +167,8 @@ fn refill_fts(conn: &Connection) -> Result<(), EmbeddedError> {
             pk,
             detail: format!("metadata: {e}"),
         })?;
-        let [body, idents, stems, names] = fts::columns(&document, &metadata);
-        insert.execute(rusqlite::params![pk, body, idents, stems, names]).map_err(err())?;
+        let [body, idents, stems, names, comments] = fts::columns(&document, &metadata);
+        insert.execute(rusqlite::params![pk, body, idents, stems, names, comments]).map_err(err())?;
     }
     Ok(())
 }

@@ -538,17 +538,63 @@ fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
     )
     .unwrap();
     drop(conn);
-    let store = EmbeddedStore::open(dir.path()).unwrap();
-    let version: i64 = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE))
+    let store = opened_at_this_version(dir.path());
+    // "parsing" meets "parsed" only through the stems column (`pars`), which
+    // the refill wrote.
+    let hits = store.lexical_search("parsing", &SearchFilter::default(), 5).unwrap();
+    assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["p"]);
+}
+
+#[test]
+fn a_version_2_store_gets_its_comments_column_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = |id: &str, body: &str| {
+        let mut r = record(id, "acme", "tools", "main", &format!("src/{id}.rs"), body, vec![1.0, 0.0]);
+        r.chunk.metadata.chunking_strategy = "code".into();
+        r
+    };
+    // The longer chunk calls the widget; the shorter one only mentions it
+    // in its doc comment.
+    let records = [
+        code("calls", "fn spin() {\n    rotate_widget(); // and again, and again, and again\n}"),
+        code("mentions", "/// A widget.\nfn f() {}"),
+        // Rows without the word, so it is not in half of them (where FTS5's
+        // IDF is all but 0).
+        code("a", "fn a() {}"),
+        code("b", "fn b() {}"),
+        code("c", "fn c() {}"),
+    ];
+    drop(filled(dir.path(), &records));
+    // What a version-2 build left: four columns, comments in the body, and
+    // no lexical index.
+    let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
+    conn.execute_batch(
+        "DROP TABLE chunks_fts;
+         CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, idents, stems, names, content = '',
+             contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2');
+         INSERT INTO chunks_fts (rowid, body, idents, stems, names) SELECT pk, document, '', '', '' FROM chunks;
+         DROP TABLE lexicon; DROP TABLE postings;
+         UPDATE schema_version SET version = 2;",
+    )
+    .unwrap();
+    drop(conn);
+    let store = opened_at_this_version(dir.path());
+    // With the comment weighed as code, the shorter chunk would lead.
+    let hits = store.lexical_search("widget", &SearchFilter::default(), 5).unwrap();
+    assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["calls", "mentions"]);
+}
+
+/// The store in `dir` opened by this build: its migrations ran, and what
+/// they refilled is consistent.
+fn opened_at_this_version(dir: &Path) -> EmbeddedStore {
+    let store = EmbeddedStore::open(dir).unwrap();
+    let version: i64 = rusqlite::Connection::open(dir.join(rr_embedded::DATABASE_FILE))
         .unwrap()
         .query_row("SELECT version FROM schema_version", [], |r| r.get(0))
         .unwrap();
     assert_eq!(version, rr_embedded::SCHEMA_VERSION);
     assert!(store.check().unwrap().is_consistent());
-    // "parsing" meets "parsed" only through the stems column (`pars`), which
-    // the refill wrote.
-    let hits = store.lexical_search("parsing", &SearchFilter::default(), 5).unwrap();
-    assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["p"]);
+    store
 }
 
 #[test]

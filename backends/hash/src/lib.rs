@@ -93,6 +93,14 @@ impl Embedder for HashEmbedder {
         "hash"
     }
 
+    /// Hashed words rank by the same words the lexical ranking already
+    /// weighs, without its stems, names or IDF, so in hybrid fusion this
+    /// ranking breaks ties and adds little else: it counts half a
+    /// model's (docs/evaluation.md, "Comments and code").
+    fn hybrid_weight_dense(&self) -> f64 {
+        0.5
+    }
+
     /// Small batches (queries) are embedded inline; larger ones (about
     /// 0.1 ms per 700-byte chunk) on tokio's blocking pool, so indexing does
     /// not stall the runtime.
