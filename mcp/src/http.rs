@@ -32,6 +32,10 @@ use tokio::net::TcpListener;
 use tower::ServiceExt as _;
 
 use crate::frame::{self, KeptId, Verdict};
+
+/// How rmcp's service answers a body it cannot decode (HTTP 415); the
+/// framing check then answers it instead.
+const RMCP_UNDECODABLE: &[u8] = b"fail to deserialize request body";
 use crate::ratelimit::RateLimiter;
 use crate::search::{ToolLog, quote};
 use crate::server::{McpServer, ToolLogSlot, text_result};
@@ -221,8 +225,10 @@ struct Call {
     id: Option<Box<RawValue>>,
 }
 
-/// [`frame::inspect`] on the body: what rmcp would refuse without a
+/// [`frame::screen`] on the body: what rmcp would refuse without a
 /// JSON-RPC answer is answered here; a kept id is put back in the reply.
+/// rmcp decodes the typed message itself; only a body it cannot decode is
+/// decoded again, by [`frame::inspect`], for the answer.
 async fn check_frame(request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
@@ -230,27 +236,48 @@ async fn check_frame(request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     // Already buffered by `read_body`.
     let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-    let (body, kept) = match frame::inspect(&bytes) {
-        // Not even a readable notification: nothing to answer.
-        Verdict::Ignore if !bytes.iter().all(u8::is_ascii_whitespace) => {
-            let mut response = Response::new(Body::empty());
-            *response.status_mut() = StatusCode::ACCEPTED;
-            return response;
-        }
-        Verdict::Ignore => return plain(StatusCode::BAD_REQUEST, "POST requires a non-empty body"),
-        Verdict::Answer(frame) => return json(StatusCode::BAD_REQUEST, frame),
-        Verdict::Forward { message, method, id, kept } => {
-            parts.extensions.insert(Call { method, id });
-            match kept {
-                None => (bytes, None),
-                Some(kept) => (Bytes::from(serde_json::to_vec(&*message).unwrap_or_default()), Some(kept)),
+    let (body, kept) = match frame::screen(&bytes) {
+        Err(verdict) => return answer(verdict, &bytes),
+        Ok(screened) => {
+            parts
+                .extensions
+                .insert(Call { method: screened.method.clone(), id: screened.readable_id.map(RawValue::to_owned) });
+            match screened.swapped {
+                None => (bytes.clone(), None),
+                Some(swapped) => (Bytes::from(swapped), screened.kept),
             }
         }
     };
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        let (head, body) = response.into_parts();
+        let text = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+        if text.starts_with(RMCP_UNDECODABLE) {
+            match frame::inspect(&bytes) {
+                Verdict::Forward { .. } => {}
+                verdict => return answer(verdict, &bytes),
+            }
+        }
+        return Response::from_parts(head, Body::from(text));
+    }
     match kept {
         None => response,
         Some(kept) => restore_kept_id(response, kept).await,
+    }
+}
+
+/// The reply to a body the framing check decided alone.
+fn answer(verdict: Verdict, bytes: &[u8]) -> Response {
+    match verdict {
+        Verdict::Answer(frame) => json(StatusCode::BAD_REQUEST, frame),
+        // Not even a readable notification: nothing to answer.
+        Verdict::Ignore if !bytes.iter().all(u8::is_ascii_whitespace) => {
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::ACCEPTED;
+            response
+        }
+        Verdict::Ignore => plain(StatusCode::BAD_REQUEST, "POST requires a non-empty body"),
+        Verdict::Forward { .. } => plain(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
     }
 }
 
