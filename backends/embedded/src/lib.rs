@@ -86,7 +86,7 @@ mod index;
 mod lexical;
 mod postings;
 mod quant;
-mod registry;
+pub mod registry;
 mod schema;
 
 /// The bench's corpus generator, for the equivalence test on a bench store.
