@@ -446,10 +446,11 @@ impl Server {
             }
         });
         let timeout = self.response_timeout();
-        let service = tokio::time::timeout(timeout, ().serve((client_read, stdin)))
-            .await
-            .unwrap_or_else(|_| panic!("no initialize answer within {timeout:?}; stderr:\n{}", stderr.lock().unwrap()))
-            .unwrap_or_else(|e| panic!("initialize failed: {e}; stderr:\n{}", stderr.lock().unwrap()));
+        let service = match tokio::time::timeout(timeout, ().serve((client_read, stdin))).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => panic!("initialize failed: {e}; stderr:\n{}", stderr.lock().unwrap()),
+            Err(_) => panic!("no initialize answer within {timeout:?}; stderr:\n{}", stderr.lock().unwrap()),
+        };
         McpClient { session: Session { service: Some(service), timeout, stderr }, child, stdout_lines }
     }
 
@@ -875,10 +876,11 @@ impl McpHttp {
 
     async fn client_with(&self, config: StreamableHttpClientTransportConfig) -> Session {
         let transport = StreamableHttpClientTransport::from_config(config);
-        let service = tokio::time::timeout(self.timeout, ().serve(transport))
-            .await
-            .unwrap_or_else(|_| panic!("no initialize answer within {:?}; stderr:\n{}", self.timeout, self.stderr()))
-            .unwrap_or_else(|e| panic!("initialize over HTTP failed: {e}; stderr:\n{}", self.stderr()));
+        let service = match tokio::time::timeout(self.timeout, ().serve(transport)).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => panic!("initialize over HTTP failed: {e}; stderr:\n{}", self.stderr()),
+            Err(_) => panic!("no initialize answer within {:?}; stderr:\n{}", self.timeout, self.stderr()),
+        };
         Session { service: Some(service), timeout: self.timeout, stderr: self.stderr.clone() }
     }
 
