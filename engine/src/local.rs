@@ -216,6 +216,25 @@ fn open_store(dir: &Path) -> Result<Arc<EmbeddedStore>, LocalError> {
         .map_err(|e| LocalError::new(format!("cannot open the store at {}: {e}", dir.display())))
 }
 
+/// The store at `dir` as the registry's `embedded` kind builds it, like any
+/// store of a stores file; the concrete store is reached behind it, not
+/// opened again.
+fn registered_store(dir: &Path) -> Result<Arc<EmbeddedStore>, LocalError> {
+    // A registry setting is JSON: a folder whose name is not UTF-8 has no
+    // spelling there, and is opened directly instead.
+    let Some(path) = dir.to_str() else { return open_store(dir) };
+    let registry = Registry::builtin().map_err(|e| LocalError::new(e.to_string()))?;
+    let ctx = FactoryContext::new(crate::user_agent());
+    let store =
+        registry.store(rr_embedded::STORE_NAME, &serde_json::json!({ "path": path }), &ctx).map_err(|e| match e {
+            RegistryError::Factory { message, .. } => LocalError::new(message),
+            other => LocalError::new(other.to_string()),
+        })?;
+    rr_embedded::registry::embedded(store.as_ref()).ok_or_else(|| {
+        LocalError::new(format!("the \"{}\" store kind is not the embedded store", rr_embedded::STORE_NAME))
+    })
+}
+
 /// A Chroma collection to index into instead of the embedded store, with the
 /// OpenAI-compatible embedding endpoint that makes its vectors (as the
 /// reference indexer does).
@@ -538,7 +557,7 @@ pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
         ))
     })?;
     let embedder = embedder_for(&settings)?;
-    let store = open_store(store_dir)?;
+    let store = registered_store(store_dir)?;
     if let Some(dimension) = store.dimension()
         && dimension != settings.dimension
     {

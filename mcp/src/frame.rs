@@ -14,6 +14,13 @@
 //!   with params of the wrong shape), with its id when readable;
 //! - an id rmcp cannot hold is swapped for a string placeholder on the way
 //!   in and put back, as the client's original text, on the way out.
+//!
+//! The check runs in two stages. [`screen`] reads the envelope only, which
+//! costs a scan of the bytes; [`inspect`] then decodes the typed message.
+//! stdio hands that decoded message to rmcp. HTTP hands rmcp the bytes (its
+//! service decodes each body itself), so it stops after [`screen`] and runs
+//! [`inspect`] only when rmcp could not decode the body: one typed decode
+//! per request instead of two.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -139,21 +146,68 @@ fn is_typed_method(method: &str) -> bool {
     )
 }
 
+/// A message whose envelope passed [`screen`]: what the typed decoding of
+/// [`inspect`] starts from.
+#[derive(Debug)]
+pub struct Screened<'a> {
+    /// The message, trimmed.
+    pub text: &'a str,
+    /// `text` with a kept id's placeholder in place of the id.
+    pub swapped: Option<String>,
+    /// The method, when the message has one.
+    pub method: Option<String>,
+    /// The id as written (absent or `null`: `None`).
+    id: Option<&'a RawValue>,
+    /// The id when it is a string or a number: what an error answer carries.
+    pub readable_id: Option<&'a RawValue>,
+    pub kept: Option<KeptId>,
+}
+
+impl Screened<'_> {
+    /// What rmcp decodes: `text`, or `swapped` when the id was swapped.
+    pub fn forwarded(&self) -> &str {
+        self.swapped.as_deref().unwrap_or(self.text)
+    }
+}
+
 /// Inspects one message (the bytes of a stdio line or an HTTP body).
 pub fn inspect(bytes: &[u8]) -> Verdict {
-    let (text, utf8) = match std::str::from_utf8(bytes) {
-        Ok(t) => (std::borrow::Cow::Borrowed(t), true),
-        Err(_) => (String::from_utf8_lossy(bytes), false),
-    };
+    match screen(bytes) {
+        Ok(screened) => decode(screened),
+        Err(verdict) => verdict,
+    }
+}
+
+/// The envelope checks of [`inspect`], without decoding the typed message:
+/// `Err` holds the verdict when the envelope alone decides it.
+pub fn screen(bytes: &[u8]) -> Result<Screened<'_>, Verdict> {
+    let Ok(text) = std::str::from_utf8(bytes) else { return Err(not_utf8(bytes)) };
     let text = text.trim_matches(|c: char| c.is_ascii_whitespace());
+    if text.is_empty() {
+        return Err(Verdict::Ignore);
+    }
+    screen_text(text, true)
+}
+
+/// Bytes that are not UTF-8: answered when the id can still be read.
+fn not_utf8(bytes: &[u8]) -> Verdict {
+    let lossy = String::from_utf8_lossy(bytes);
+    let text = lossy.trim_matches(|c: char| c.is_ascii_whitespace());
     if text.is_empty() {
         return Verdict::Ignore;
     }
+    match screen_text(text, false) {
+        Ok(_) => Verdict::Ignore,
+        Err(verdict) => verdict,
+    }
+}
+
+fn screen_text(text: &str, utf8: bool) -> Result<Screened<'_>, Verdict> {
     // A derived struct would also read a JSON array, field by field.
     let envelope = match serde_json::from_str::<Envelope<'_>>(text) {
         Ok(e) if text.starts_with('{') => e,
-        Ok(_) => return unreadable(text, None),
-        Err(e) => return unreadable(text, Some(e)),
+        Ok(_) => return Err(unreadable(text, None)),
+        Err(e) => return Err(unreadable(text, Some(e))),
     };
     let id = envelope.id.filter(|raw| raw.get() != "null");
     let id_shape = id.map(id_shape);
@@ -161,11 +215,11 @@ pub fn inspect(bytes: &[u8]) -> Verdict {
         Some(IdShape::Native | IdShape::Kept) => id,
         _ => None,
     };
-    let answer = |code: i64, message: &str| Verdict::Answer(error_frame(readable_id, code, message));
+    let answer = |code: i64, message: &str| Err(Verdict::Answer(error_frame(readable_id, code, message)));
     if !utf8 {
         return match id {
             Some(_) => answer(PARSE_ERROR, "parse error: the message is not valid UTF-8"),
-            None => Verdict::Ignore,
+            None => Err(Verdict::Ignore),
         };
     }
     if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
@@ -180,7 +234,7 @@ pub fn inspect(bytes: &[u8]) -> Verdict {
         None => None,
     };
     match (&method, id) {
-        (None, None) => return Verdict::Ignore,
+        (None, None) => return Err(Verdict::Ignore),
         (None, Some(_)) if envelope.result.is_none() && envelope.error.is_none() => {
             return answer(INVALID_REQUEST, "invalid request: a request needs a \"method\"");
         }
@@ -196,18 +250,23 @@ pub fn inspect(bytes: &[u8]) -> Verdict {
         }),
         _ => None,
     };
-    let decoded = match &kept {
-        None => serde_json::from_str::<ClientJsonRpcMessage>(text),
-        // The id's text is a slice of `text` (a borrowed raw value): the placeholder takes its
-        // place there, so nothing else of the message is re-encoded (an id such as `1e400`
-        // has no `serde_json::Value` to go through).
-        Some(kept) => {
-            let raw = id.map(RawValue::get).unwrap_or_default();
-            let start = (raw.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
-            let swapped = format!("{}{}{}", &text[..start], quote(&kept.placeholder), &text[start + raw.len()..]);
-            serde_json::from_str::<ClientJsonRpcMessage>(&swapped)
-        }
-    };
+    // The id's text is a slice of `text` (a borrowed raw value): the placeholder takes its place
+    // there, so nothing else of the message is re-encoded (an id such as `1e400` has no
+    // `serde_json::Value` to go through).
+    let swapped = kept.as_ref().map(|kept| {
+        let raw = id.map(RawValue::get).unwrap_or_default();
+        let start = (raw.as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+        format!("{}{}{}", &text[..start], quote(&kept.placeholder), &text[start + raw.len()..])
+    });
+    Ok(Screened { text, swapped, method, id, readable_id, kept })
+}
+
+/// The typed decoding of a screened message, and the answer when rmcp
+/// could not take it as it is.
+pub fn decode(screened: Screened<'_>) -> Verdict {
+    let decoded = serde_json::from_str::<ClientJsonRpcMessage>(screened.forwarded());
+    let Screened { text, method, id, readable_id, kept, .. } = screened;
+    let answer = |code: i64, message: &str| Verdict::Answer(error_frame(readable_id, code, message));
     match decoded {
         // rmcp reads a known method whose params do not fit as a custom one.
         Ok(ClientJsonRpcMessage::Request(request)) if matches!(&request.request, ClientRequest::CustomRequest(c) if is_typed_method(&c.method)) =>
@@ -238,6 +297,41 @@ pub fn inspect(bytes: &[u8]) -> Verdict {
             _ => answer(INVALID_REQUEST, &format!("invalid request: {e}")),
         },
     }
+}
+
+/// What a request rmcp decoded as a custom one stands for when its method
+/// is one rmcp types (its params did not fit): the request with the
+/// reference's defaults filled in, or the error [`inspect`] answers. `None`
+/// for a method rmcp does not type. For transports that let rmcp decode
+/// first (HTTP).
+pub fn typed_fallback(method: &str, params: Option<&Value>) -> Option<Result<ClientRequest, (i64, String)>> {
+    if !is_typed_method(method) {
+        return None;
+    }
+    let mut message = serde_json::json!({"jsonrpc": "2.0", "id": 0, "method": method});
+    if let Some(params) = params {
+        message["params"] = params.clone();
+    }
+    let text = serde_json::to_string(&message).ok()?;
+    Some(match inspect(text.as_bytes()) {
+        Verdict::Forward { message, .. } => match *message {
+            ClientJsonRpcMessage::Request(request) if !matches!(request.request, ClientRequest::CustomRequest(_)) => {
+                Ok(request.request)
+            }
+            _ => Err((
+                INVALID_PARAMS,
+                format!("invalid params for {}: they do not have the method's shape", quote(method)),
+            )),
+        },
+        Verdict::Answer(frame) => {
+            let v: Value = serde_json::from_str(&frame).unwrap_or_default();
+            Err((
+                v["error"]["code"].as_i64().unwrap_or(INVALID_PARAMS),
+                v["error"]["message"].as_str().unwrap_or_default().to_owned(),
+            ))
+        }
+        Verdict::Ignore => return None,
+    })
 }
 
 /// Fields rmcp requires that the reference does not: an `initialize`
@@ -387,6 +481,42 @@ mod tests {
         let Verdict::Forward { kept: None, .. } = inspect(br#"{"jsonrpc":"2.0","id":"a","method":"ping"}"#) else {
             panic!("a native id")
         };
+    }
+
+    #[test]
+    fn screening_reads_the_envelope_only() {
+        // Params of the wrong shape pass the screen; the typed decoding refuses them.
+        let wrong = br#"{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":5}}"#;
+        let screened = screen(wrong).expect("a readable envelope");
+        assert_eq!(
+            (screened.method.as_deref(), screened.readable_id.map(RawValue::get)),
+            (Some("tools/call"), Some("11"))
+        );
+        assert_eq!(screened.forwarded(), std::str::from_utf8(wrong).unwrap());
+        assert!(matches!(decode(screened), Verdict::Answer(_)));
+        // A kept id is swapped in the forwarded text, nothing else of it changes.
+        let screened = screen(br#" {"jsonrpc":"2.0","id":1.5,"method":"ping"} "#).unwrap();
+        let kept = screened.kept.clone().expect("a kept id");
+        assert_eq!(
+            screened.forwarded(),
+            format!(r#"{{"jsonrpc":"2.0","id":{},"method":"ping"}}"#, quote(&kept.placeholder))
+        );
+        assert!(matches!(screen(b"{nope"), Err(Verdict::Answer(_))));
+    }
+
+    #[test]
+    fn typed_methods_rmcp_read_as_custom_get_the_framing_answer() {
+        let Some(Ok(ClientRequest::CallToolRequest(call))) =
+            typed_fallback("tools/call", Some(&serde_json::json!({"arguments": {}})))
+        else {
+            panic!("a tools/call with the default name")
+        };
+        assert_eq!(call.params.name, "");
+        let Some(Err((code, message))) = typed_fallback("tools/list", Some(&serde_json::json!(5))) else {
+            panic!("an error")
+        };
+        assert_eq!(code, INVALID_PARAMS, "{message}");
+        assert!(typed_fallback("foo/bar", None).is_none());
     }
 
     #[test]

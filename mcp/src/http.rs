@@ -2,10 +2,12 @@
 //! session ids), 404 everywhere else, one JSON log line per request on
 //! stdout.
 //!
-//! rmcp answers the protocol; the tower layers around it do what an
-//! operator of the reference relies on, outermost first: the log line, the
-//! Host guard (DNS rebinding), the body cap and read timeout, the framing
-//! check of [`crate::frame`] and the rate limit of tool calls. The listener
+//! rmcp answers the protocol; two tower layers around it do what an
+//! operator of the reference relies on: the log line (outermost, every
+//! path), then at `/mcp` the Host guard (DNS rebinding), the body cap and
+//! read timeout, the framing check of [`crate::frame`] and the rate limit of
+//! tool calls, in that order. They are one layer, not four, because each
+//! `from_fn` layer clones and boxes the service below it per request. The listener
 //! is served by hyper directly because `axum::serve` sets no header read
 //! timeout: a client that trickles its headers or body is cut off.
 
@@ -32,6 +34,10 @@ use tokio::net::TcpListener;
 use tower::ServiceExt as _;
 
 use crate::frame::{self, KeptId, Verdict};
+
+/// How rmcp's service answers a body it cannot decode (HTTP 415); the
+/// framing check then answers it instead.
+const RMCP_UNDECODABLE: &[u8] = b"fail to deserialize request body";
 use crate::ratelimit::RateLimiter;
 use crate::search::{ToolLog, quote};
 use crate::server::{McpServer, ToolLogSlot, text_result};
@@ -99,12 +105,8 @@ pub fn router(server: McpServer, options: HttpOptions) -> Router {
         .with_max_request_body_bytes(MAX_BODY_BYTES);
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config);
     let limiter = options.rate_limit.filter(|n| *n > 0).map(|n| Arc::new(RateLimiter::new(n)));
-    let endpoint = Router::new()
-        .route_service("/mcp", mcp)
-        .layer(middleware::from_fn_with_state(limiter, rate_limit))
-        .layer(middleware::from_fn(check_frame))
-        .layer(middleware::from_fn(read_body))
-        .layer(middleware::from_fn(host_guard));
+    let endpoint =
+        Router::new().route_service("/mcp", mcp).layer(middleware::from_fn_with_state(limiter, endpoint_checks));
     Router::new().merge(endpoint).fallback(not_found).layer(middleware::from_fn(log_request))
 }
 
@@ -175,82 +177,101 @@ fn connection(request: &Request) -> Option<LocalAddr> {
     request.extensions().get::<ConnectInfo<LocalAddr>>().map(|c| c.0)
 }
 
+/// The checks of `/mcp`, in order: Host guard, body, framing, rate limit.
+async fn endpoint_checks(State(limiter): State<Option<Arc<RateLimiter>>>, request: Request, next: Next) -> Response {
+    if let Some(refusal) = host_guard(&request) {
+        return refusal;
+    }
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    match read_body(request).await {
+        Ok((parts, bytes)) => check_frame(parts, bytes, limiter.as_deref(), next).await,
+        Err(refusal) => refusal,
+    }
+}
+
 /// A client that reached a loopback address must name a loopback host: a
 /// page elsewhere cannot reach a local server through a rebound DNS name.
-async fn host_guard(request: Request, next: Next) -> Response {
+fn host_guard(request: &Request) -> Option<Response> {
     // A dual-stack listener (`--http 8080`) sees IPv4 clients as `::ffff:a.b.c.d`.
-    if connection(&request).and_then(|c| c.0).is_some_and(|a| a.ip().to_canonical().is_loopback()) {
+    if connection(request).and_then(|c| c.0).is_some_and(|a| a.ip().to_canonical().is_loopback()) {
         let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !is_loopback_host(host) {
-            return plain(StatusCode::FORBIDDEN, &format!("Forbidden: invalid Host header {}", quote(host)));
+            return Some(plain(StatusCode::FORBIDDEN, &format!("Forbidden: invalid Host header {}", quote(host))));
         }
     }
-    next.run(request).await
+    None
 }
 
 /// Buffers the body within [`MAX_BODY_BYTES`] and [`BODY_READ_TIMEOUT`].
-async fn read_body(request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
+async fn read_body(request: Request) -> Result<(http::request::Parts, Bytes), Response> {
     let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return plain(StatusCode::PAYLOAD_TOO_LARGE, "http: request body too large");
+        return Err(plain(StatusCode::PAYLOAD_TOO_LARGE, "http: request body too large"));
     }
     let (parts, body) = request.into_parts();
-    let bytes = match tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect()).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
+    match tokio::time::timeout(BODY_READ_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect()).await {
+        Ok(Ok(collected)) => Ok((parts, collected.to_bytes())),
         Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-            return plain(StatusCode::PAYLOAD_TOO_LARGE, "http: request body too large");
+            Err(plain(StatusCode::PAYLOAD_TOO_LARGE, "http: request body too large"))
         }
-        Ok(Err(_)) => return plain(StatusCode::BAD_REQUEST, "Bad Request: the request body could not be read"),
+        Ok(Err(_)) => Err(plain(StatusCode::BAD_REQUEST, "Bad Request: the request body could not be read")),
         Err(_) => {
             let mut response = plain(StatusCode::REQUEST_TIMEOUT, "Request Timeout: the body was not sent in time");
             response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-            return response;
+            Err(response)
         }
-    };
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
-}
-
-/// The method and id of the JSON-RPC request in a body, for the layers
-/// after the framing check.
-#[derive(Debug, Clone)]
-struct Call {
-    method: Option<String>,
-    id: Option<Box<RawValue>>,
-}
-
-/// [`frame::inspect`] on the body: what rmcp would refuse without a
-/// JSON-RPC answer is answered here; a kept id is put back in the reply.
-async fn check_frame(request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
-        return next.run(request).await;
     }
-    let (mut parts, body) = request.into_parts();
-    // Already buffered by `read_body`.
-    let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-    let (body, kept) = match frame::inspect(&bytes) {
-        // Not even a readable notification: nothing to answer.
-        Verdict::Ignore if !bytes.iter().all(u8::is_ascii_whitespace) => {
-            let mut response = Response::new(Body::empty());
-            *response.status_mut() = StatusCode::ACCEPTED;
-            return response;
-        }
-        Verdict::Ignore => return plain(StatusCode::BAD_REQUEST, "POST requires a non-empty body"),
-        Verdict::Answer(frame) => return json(StatusCode::BAD_REQUEST, frame),
-        Verdict::Forward { message, method, id, kept } => {
-            parts.extensions.insert(Call { method, id });
-            match kept {
-                None => (bytes, None),
-                Some(kept) => (Bytes::from(serde_json::to_vec(&*message).unwrap_or_default()), Some(kept)),
+}
+
+/// [`frame::screen`] on the body: what rmcp would refuse without a
+/// JSON-RPC answer is answered here; a kept id is put back in the reply.
+/// rmcp decodes the typed message itself; only a body it cannot decode is
+/// decoded again, by [`frame::inspect`], for the answer.
+async fn check_frame(parts: http::request::Parts, bytes: Bytes, limiter: Option<&RateLimiter>, next: Next) -> Response {
+    let (body, kept) = match frame::screen(&bytes) {
+        Err(verdict) => return answer(verdict, &bytes),
+        Ok(screened) => {
+            if let Some(limited) = rate_limit(limiter, &parts, screened.method.as_deref(), screened.readable_id) {
+                return limited;
+            }
+            match screened.swapped {
+                None => (bytes.clone(), None),
+                Some(swapped) => (Bytes::from(swapped), screened.kept),
             }
         }
     };
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        let (head, body) = response.into_parts();
+        let text = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+        if text.starts_with(RMCP_UNDECODABLE) {
+            match frame::inspect(&bytes) {
+                Verdict::Forward { .. } => {}
+                verdict => return answer(verdict, &bytes),
+            }
+        }
+        return Response::from_parts(head, Body::from(text));
+    }
     match kept {
         None => response,
         Some(kept) => restore_kept_id(response, kept).await,
+    }
+}
+
+/// The reply to a body the framing check decided alone.
+fn answer(verdict: Verdict, bytes: &[u8]) -> Response {
+    match verdict {
+        Verdict::Answer(frame) => json(StatusCode::BAD_REQUEST, frame),
+        // Not even a readable notification: nothing to answer.
+        Verdict::Ignore if !bytes.iter().all(u8::is_ascii_whitespace) => {
+            let mut response = Response::new(Body::empty());
+            *response.status_mut() = StatusCode::ACCEPTED;
+            response
+        }
+        Verdict::Ignore => plain(StatusCode::BAD_REQUEST, "POST requires a non-empty body"),
+        Verdict::Forward { .. } => plain(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
     }
 }
 
@@ -266,13 +287,16 @@ async fn restore_kept_id(response: Response, kept: KeptId) -> Response {
     response
 }
 
-/// Tool calls over the limit get the limit's tool error; nothing else counts.
-async fn rate_limit(State(limiter): State<Option<Arc<RateLimiter>>>, request: Request, next: Next) -> Response {
-    let Some(limiter) = limiter else { return next.run(request).await };
-    let call = request.extensions().get::<Call>().cloned();
-    let client = connection(&request).and_then(|c| c.peer()).map(|a| a.ip());
-    if let (Some(Call { method: Some(method), id: Some(id) }), Some(ip)) = (call, client)
-        && method == "tools/call"
+/// A tool call over the limit gets the limit's tool error; nothing else counts.
+fn rate_limit(
+    limiter: Option<&RateLimiter>,
+    parts: &http::request::Parts,
+    method: Option<&str>,
+    id: Option<&RawValue>,
+) -> Option<Response> {
+    let limiter = limiter?;
+    let client = parts.extensions.get::<ConnectInfo<LocalAddr>>().and_then(|c| c.0.peer()).map(|a| a.ip());
+    if let (Some("tools/call"), Some(id), Some(ip)) = (method, id, client)
         && let Err(text) = limiter.check(ip)
     {
         #[derive(Serialize)]
@@ -281,10 +305,10 @@ async fn rate_limit(State(limiter): State<Option<Arc<RateLimiter>>>, request: Re
             id: &'a RawValue,
             result: rmcp::model::CallToolResult,
         }
-        let reply = Reply { jsonrpc: "2.0", id: &id, result: text_result(text, true) };
-        return json(StatusCode::OK, serde_json::to_string(&reply).unwrap_or_default());
+        let reply = Reply { jsonrpc: "2.0", id, result: text_result(text, true) };
+        return Some(json(StatusCode::OK, serde_json::to_string(&reply).unwrap_or_default()));
     }
-    next.run(request).await
+    None
 }
 
 #[derive(Serialize)]

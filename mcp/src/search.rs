@@ -175,8 +175,9 @@ fn properties(schema: &JsonObject) -> Vec<(&str, &str)> {
 pub fn validate_arguments(arguments: Option<&JsonObject>) -> Result<SearchArgs, String> {
     let empty = Map::new();
     let obj = arguments.unwrap_or(&empty);
-    let schema = input_schema::<SearchInput>();
-    let props = properties(&schema);
+    // Derived once: every call reads it.
+    static SCHEMA: std::sync::LazyLock<Arc<JsonObject>> = std::sync::LazyLock::new(input_schema::<SearchInput>);
+    let props = properties(&SCHEMA);
     let wrap = |inner: String| format!("validating \"arguments\": validating root: {inner}");
     for (name, kind) in &props {
         if let Some(value) = obj.get(*name)

@@ -7,10 +7,10 @@ use async_trait::async_trait;
 use rmcp::handler::server::router::tool::{ToolRoute, ToolRouter};
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorCode, ErrorData,
-    Implementation, InitializeResult, JsonObject, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams, ReadResourceResponse,
-    ReadResourceResult, ServerCapabilities, Tool, ToolsCapability,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, ContentBlock, ErrorCode,
+    ErrorData, Implementation, InitializeResult, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, ServerCapabilities, Tool, ToolsCapability,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler};
@@ -345,9 +345,31 @@ impl ServerHandler for McpServer {
     async fn on_custom_request(
         &self,
         request: rmcp::model::CustomRequest,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
-        Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, format!("method not found: {}", quote(&request.method)), None))
+        // Over HTTP rmcp decodes first: a method it types whose params did not
+        // fit arrives here, and gets what the framing check answers on stdio.
+        let typed = match crate::frame::typed_fallback(&request.method, request.params.as_ref()) {
+            None => {
+                let message = format!("method not found: {}", quote(&request.method));
+                return Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, message, None));
+            }
+            Some(Err((code, message))) => return Err(ErrorData::new(ErrorCode(code as i32), message, None)),
+            Some(Ok(typed)) => typed,
+        };
+        let result = match typed {
+            ClientRequest::InitializeRequest(r) => serde_json::to_value(self.initialize(r.params, context).await?),
+            ClientRequest::CallToolRequest(r) => {
+                serde_json::to_value(rmcp::model::ServerResult::from(self.call_tool(r.params, context).await?))
+            }
+            other => {
+                let message = format!("method not found: {}", quote(other.method()));
+                return Err(ErrorData::new(ErrorCode::METHOD_NOT_FOUND, message, None));
+            }
+        };
+        result
+            .map(rmcp::model::CustomResult)
+            .map_err(|e| ErrorData::new(ErrorCode::INTERNAL_ERROR, format!("internal error: {e}"), None))
     }
 
     async fn list_prompts(

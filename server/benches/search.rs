@@ -386,10 +386,34 @@ impl HttpClient {
         if status != reqwest::StatusCode::OK {
             return Err(format!("POST /mcp: HTTP {status}: {body}"));
         }
-        let messages = support::parse_mcp_body(&content_type, &body);
+        let messages = parse_mcp_body(&content_type, &body);
         let reply = messages.iter().find(|m| m["id"] == id).ok_or_else(|| format!("no response to {id} in {body}"))?;
         tool_text(reply)
     }
+}
+
+/// The JSON-RPC messages of a JSON body or of the `data:` lines of an SSE body (a baseline build
+/// may answer either way).
+fn parse_mcp_body(content_type: &str, body: &str) -> Vec<Value> {
+    if !content_type.starts_with("text/event-stream") {
+        return match serde_json::from_str::<Value>(body) {
+            Ok(Value::Array(items)) => items,
+            Ok(v) => vec![v],
+            Err(_) => Vec::new(),
+        };
+    }
+    let mut out = Vec::new();
+    for event in body.replace("\r\n", "\n").split("\n\n") {
+        let data: Vec<&str> =
+            event.lines().filter_map(|l| l.strip_prefix("data:")).map(|d| d.strip_prefix(' ').unwrap_or(d)).collect();
+        if let Ok(v) = serde_json::from_str::<Value>(&data.join("\n")) {
+            match v {
+                Value::Array(items) => out.extend(items),
+                v => out.push(v),
+            }
+        }
+    }
+    out
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -168,7 +168,6 @@ async fn issue2_yaml_version_must_be_1() {
     // And a version 1 file alone is a complete configuration.
     let v1 = write_yaml(&dir, "v1.yaml", &format!("version: 1\n{body}"));
     let mut s = Server::new().args(["--config", &v1]).stdio().await;
-    s.initialize().await;
     let result = s.call_tool("search", json!({"query": "kiosk", "path": "docs/café.md"})).await;
     assert!(!is_error(&result), "{result}");
     assert!(s.close().await.success());
@@ -184,7 +183,6 @@ async fn issue2_yaml_version_must_be_1() {
 /// The error text of a search names the collection the server was configured with.
 async fn collection_reached(server: Server) -> String {
     let mut s = server.stdio().await;
-    s.initialize().await;
     let result = s.call_tool("search", json!({"query": "configuration", "limit": 1})).await;
     assert!(s.close().await.success());
     let text = tool_text(&result);
@@ -241,7 +239,6 @@ async fn issue2_precedence_flag_beats_env_beats_yaml() {
         .args(["--config", &bad_url, "--retry-attempts", "1"])
         .env("CHROMA_REPO_SEARCH_SERVER_URL", "http://127.0.0.1:2");
     let mut s = server.clone().stdio().await;
-    s.initialize().await;
     let result = s.call_tool("search", json!({"query": "configuration"})).await;
     assert!(
         tool_text(&result).starts_with(

@@ -57,9 +57,8 @@ fn stores_file(dir: &tempfile::TempDir, stores: &[(&str, &str, &str)]) -> PathBu
 }
 
 async fn federated_call(file: &Path, args: serde_json::Value) -> serde_json::Value {
-    let mut mcp =
+    let mcp =
         Server::new().args(["serve", "--tools", "search", "--stores"]).arg(file.display().to_string()).stdio().await;
-    mcp.initialize().await;
     mcp.call_tool("search", args).await
 }
 
@@ -76,8 +75,7 @@ async fn a_failing_store_is_skipped_with_one_line_at_the_end() {
     ] {
         let federated = federated_call(&file, args.clone()).await;
         assert!(!is_error(&federated), "{federated}");
-        let mut drop_in = Server::fixture().stdio().await;
-        drop_in.initialize().await;
+        let drop_in = Server::fixture().stdio().await;
         let single = drop_in.call_tool("search", args.clone()).await;
         let (text, single) = (tool_text(&federated), tool_text(&single));
         let base = if single.ends_with('\n') { single.to_owned() } else { format!("{single}\n") };

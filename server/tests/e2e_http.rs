@@ -60,14 +60,13 @@ fn assert_plain_error(status: u16, headers: &reqwest::header::HeaderMap, body: &
 /// POST, equal as parsed JSON to what stdio answers.
 #[tokio::test]
 async fn issue2_search_over_http_is_one_json_response_equal_to_stdio() {
-    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search", "arguments": {
-        "query": "where is the configuration loaded and validated", "path": "**/*.go", "limit": 3}}});
+    let arguments = json!({"query": "where is the configuration loaded and validated", "path": "**/*.go", "limit": 3});
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search", "arguments": arguments}});
 
-    // The same call over stdio.
+    // The same call over stdio, the frame given the id the HTTP request uses.
     let mut stdio = Server::fixture().stdio().await;
-    stdio.initialize().await;
-    stdio.send(&call).await;
-    let frame = stdio.wait_response(&json!(7)).await;
+    let (mut frame, _) = stdio.call_tool_frame("search", arguments).await;
+    frame["id"] = json!(7);
     assert!(stdio.close().await.success());
 
     // Over HTTP: no initialize, no session.
@@ -91,7 +90,7 @@ async fn issue2_search_over_http_is_one_json_response_equal_to_stdio() {
     )
     .await;
     let expected = contract_select(&raw_candidates(&raw), 3);
-    let messages = support::parse_mcp_body("application/json", &body);
+    let messages = support::json_messages(&body);
     assert_eq!(messages.len(), 1);
     let text = tool_text(&messages[0]["result"]);
     assert!(text.starts_with(&found_line(3)));
@@ -104,7 +103,7 @@ fn v(text: &str) -> Value {
 
 #[tokio::test]
 async fn issue2_initialize_tools_list_and_ping_over_http() {
-    let mut h = Server::fixture().http().await;
+    let h = Server::fixture().http().await;
     let init = h
         .post(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}))
@@ -144,12 +143,12 @@ async fn issue2_initialize_tools_list_and_ping_over_http() {
 /// rmcp's, CONTRACT §6), ours for the Host guard, the body rules and every other path.
 #[tokio::test]
 async fn issue2_http_status_codes_and_plain_text_bodies() {
-    let mut h = Server::fixture().http().await;
+    let h = Server::fixture().http().await;
     let url = h.url();
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
 
     // A notification only: 202 and an empty body.
-    let reply = h.notify("notifications/initialized", None).await;
+    let reply = h.notify("notifications/initialized").await;
     assert_eq!((reply.status, reply.body.as_str()), (202, ""));
 
     // Methods other than POST: 405 with `Allow: POST`.
@@ -268,10 +267,10 @@ async fn issue2_incoming_authorization_is_passed_through_to_chroma_only() {
     let f = support::fixture();
     let chroma = Recorder::forward(&f.chroma_url).await;
     let embed = Recorder::forward(&f.embed_url).await;
-    let mut h = Server::with_backends(chroma.url(), &f.collection, embed.url()).http().await;
+    let h = Server::with_backends(chroma.url(), &f.collection, embed.url()).http().await;
     let args = json!({"query": "store list widgets", "source": "acme/widgets@main", "path": "/internal/*", "limit": 4});
 
-    let result = h.call_tool_with_headers("search", args.clone(), &[("Authorization", "Bearer xyz")]).await;
+    let result = h.client_with_bearer("xyz").await.call_tool("search", args.clone()).await;
     assert!(!is_error(&result), "{result}");
     let to_chroma = chroma.requests();
     assert!(!to_chroma.is_empty());
@@ -310,7 +309,7 @@ async fn issue2_incoming_authorization_is_passed_through_to_chroma_only() {
 
     // Without an incoming header Chroma gets none.
     let before = chroma.requests().len();
-    let result = h.call_tool("search", args.clone()).await;
+    let result = h.client().await.call_tool("search", args.clone()).await;
     assert!(!is_error(&result));
     let later = &chroma.requests()[before..];
     assert!(!later.is_empty());
@@ -318,11 +317,11 @@ async fn issue2_incoming_authorization_is_passed_through_to_chroma_only() {
 
     // A configured bearer token always wins over the incoming header.
     let chroma2 = Recorder::forward(&f.chroma_url).await;
-    let mut h2 = Server::with_backends(chroma2.url(), &f.collection, &f.embed_url)
+    let h2 = Server::with_backends(chroma2.url(), &f.collection, &f.embed_url)
         .args(["--bearer-token", "configured-token"])
         .http()
         .await;
-    let result = h2.call_tool_with_headers("search", args, &[("Authorization", "Bearer xyz")]).await;
+    let result = h2.client_with_bearer("xyz").await.call_tool("search", args).await;
     assert!(!is_error(&result));
     let seen = chroma2.requests();
     assert!(!seen.is_empty());
@@ -435,7 +434,7 @@ async fn issue2_one_json_log_line_per_request_with_fields_in_order() {
         "arguments": {"query": "  retry with exponential backoff  ", "path": " docs/* "}}});
     let (status, _, body) = post_raw(&url, &MCP_HEADERS, &call.to_string()).await;
     assert_eq!(status, 200);
-    let result = support::parse_mcp_body("application/json", &body).remove(0)["result"].clone();
+    let result = support::json_messages(&body).remove(0)["result"].clone();
     let text = tool_text(&result).to_string();
     let n_results = shown_results(&text).len();
     let logs = h.wait_logs(next(&mut expected_lines)).await;
@@ -509,7 +508,7 @@ async fn issue2_backend_failure_is_logged_as_error_without_the_backend_text() {
         "arguments": {"query": "configuration", "limit": 2}}});
     let (status, _, body) = post_raw(&h.url(), &MCP_HEADERS, &call.to_string()).await;
     assert_eq!(status, 200);
-    let result = support::parse_mcp_body("application/json", &body).remove(0)["result"].clone();
+    let result = support::json_messages(&body).remove(0)["result"].clone();
     assert!(is_error(&result));
     let text = tool_text(&result).to_string();
     assert_eq!(

@@ -101,7 +101,6 @@ async fn issue4_embedded_search_matches_the_chroma_deployment() {
     let store = tempfile::tempdir().unwrap();
     index(&corpus(), store.path(), &[]);
     let mut mcp = Server::fixture().stdio().await;
-    mcp.initialize().await;
     for (query, extra, args) in [
         (
             "where is the configuration loaded and validated",
@@ -128,7 +127,6 @@ async fn issue4_serve_answers_mcp_over_the_store() {
     let store = tempfile::tempdir().unwrap();
     index(&corpus(), store.path(), &[]);
     let mut mcp = Server::new().args(["serve", "--store", store.path().to_str().unwrap()]).stdio().await;
-    mcp.initialize().await;
     let result = mcp.call_tool("search", json!({"query": "café", "path": "docs/café.md", "limit": 1})).await;
     let text = tool_text(&result);
     assert!(text.starts_with("Found 1 relevant repository excerpt, ranked by semantic relevance.\n"), "{text}");
@@ -173,8 +171,6 @@ async fn issue4_index_into_real_chroma_then_search_through_the_server() {
 
     let mut ours = Server::with_backends(&f.chroma_url, collection, &embed).stdio().await;
     let mut reference = Server::fixture().stdio().await;
-    ours.initialize().await;
-    reference.initialize().await;
     for args in
         [json!({"query": "configuration precedence", "limit": 6}), json!({"query": "python client", "path": "py/**"})]
     {
@@ -454,7 +450,6 @@ async fn serve_rerank_reranks_the_search_tool() {
     index(&corpus(), store.path(), &[]);
     let dir = store.path().to_str().unwrap();
     let mut mcp = Server::new().args(["serve", "--store", dir, "--rerank", "bm25-fusion"]).stdio().await;
-    mcp.initialize().await;
     let result = mcp.call_tool("search", json!({"query": FUSION_QUERY})).await;
     let text = tool_text(&result);
     assert_eq!(first_file(text), "**File:** `src/lib.rs#L14-L28`");

@@ -63,7 +63,6 @@ async fn issue2_rerank_reorders_candidates_by_the_embed_servers_scores() {
     let f = support::fixture();
     let embed = Recorder::forward(&f.embed_url).await;
     let mut s = Server::fixture().with_rerank(embed.url()).stdio().await;
-    s.initialize().await;
     let mut reordered = 0;
     for (query, limit) in
         [("parse a color into components", 5usize), ("retry delay doubles with backoff", 3), ("widget database", 20)]
@@ -104,7 +103,6 @@ async fn issue2_rerank_candidate_count_follows_multiplier_and_cap() {
         .args(["--rerank-candidate-multiplier", "2", "--rerank-max-candidates", "7", "--rerank-api-key", "rk-123"])
         .stdio()
         .await;
-    s.initialize().await;
     for (limit, n) in [(2usize, 4usize), (5, 7), (20, 7)] {
         let query = "store list widgets";
         let before = chroma.requests_to("/api/v2/").iter().filter(|r| r.path.ends_with("/query")).count();
@@ -130,7 +128,6 @@ async fn issue2_a_single_candidate_is_not_reranked() {
     let f = support::fixture();
     let embed = Recorder::forward(&f.embed_url).await;
     let mut s = Server::with_backends(&f.chroma_url, &f.collection, embed.url()).with_rerank(embed.url()).stdio().await;
-    s.initialize().await;
     let result = s.call_tool("search", json!({"query": "kiosk", "path": "docs/café.md"})).await;
     assert_eq!(
         shown_results(tool_text(&result)),
@@ -223,7 +220,6 @@ async fn issue2_rerank_max_request_bytes_fails_the_search_with_the_exact_text() 
 /// the server must then exit cleanly.
 async fn search_with_cap(rerank_url: &str, flag: &str, cap: usize, args: &serde_json::Value) -> serde_json::Value {
     let mut s = Server::fixture().with_rerank(rerank_url).args([flag, &cap.to_string()]).stdio().await;
-    s.initialize().await;
     let result = s.call_tool("search", args.clone()).await;
     assert!(s.close().await.success());
     result
@@ -235,7 +231,6 @@ async fn issue2_rerank_failures_fail_the_search() {
     let port = support::free_port();
     let down = format!("http://127.0.0.1:{port}");
     let mut s = Server::fixture().with_rerank(&down).args(["--retry-attempts", "1"]).stdio().await;
-    s.initialize().await;
     let result = s.call_tool("search", json!({"query": "configuration"})).await;
     assert!(is_error(&result));
     assert_eq!(
@@ -257,7 +252,6 @@ async fn issue2_rerank_failures_fail_the_search() {
     })
     .await;
     let mut s = Server::fixture().with_rerank(fake.url()).stdio().await;
-    s.initialize().await;
     let result = s.call_tool("search", json!({"query": "configuration"})).await;
     assert!(is_error(&result), "{result}");
     assert!(tool_text(&result).starts_with("repository content search failed: reranking request"), "{result}");

@@ -11,6 +11,7 @@
 
 mod support;
 
+use rmcp::model::ClientRequest;
 use serde_json::{Value, json};
 use support::{
     NO_MATCH, NO_MATCH_WITH_SOURCE, Recorder, Server, contract_select, found_line, is_error, raw_candidates,
@@ -37,19 +38,20 @@ fn v(frame: &str) -> Value {
     serde_json::from_str(frame).unwrap_or_else(|e| panic!("not JSON ({e}): {frame}"))
 }
 
-/// A stdio session on the shared fixture collection, already initialised.
-async fn fixture_session() -> support::McpStdio {
-    let mut s = Server::fixture().stdio().await;
-    s.initialize().await;
-    s
+/// An rmcp client session on the shared fixture collection.
+async fn fixture_session() -> support::McpClient {
+    Server::fixture().stdio().await
 }
 
-/// Calls `search` and returns the raw frame and the parsed result.
-async fn call_raw(s: &mut support::McpStdio, arguments: Value) -> (Value, Value) {
-    let id = s.send_request("tools/call", json!({"name": "search", "arguments": arguments})).await;
-    let resp = s.wait_response(&id).await;
-    let result = resp.get("result").cloned().unwrap_or_else(|| panic!("tools/call failed: {resp}"));
-    (raw_frame(&s.stdout_lines(), &id), result)
+/// Calls `search`; returns the frame as the server wrote it and the result as rmcp decoded it.
+async fn call_raw(s: &support::McpClient, arguments: Value) -> (Value, Value) {
+    if arguments.is_null() {
+        // `"arguments": null`, which rmcp's typed request cannot carry.
+        let frame = s.request_frame("tools/call", json!({"name": "search", "arguments": null})).await;
+        let result = frame["result"].clone();
+        return (frame, result);
+    }
+    s.call_tool_frame("search", arguments).await
 }
 
 // -------------------------------------------------------------------------------------------
@@ -80,7 +82,7 @@ async fn issue2_initialize_result_bytes_and_version_negotiation() {
     // No backend is contacted by initialize: point them at nothing.
     let server = Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9");
     for (requested, answered) in cases {
-        let mut s = server.stdio().await;
+        let mut s = server.raw_stdio().await;
         let mut params = json!({"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
         if let Some(v) = &requested {
             params["protocolVersion"] = v.clone();
@@ -95,7 +97,8 @@ async fn issue2_initialize_result_bytes_and_version_negotiation() {
 
 #[tokio::test]
 async fn session_rules_before_and_after_initialize() {
-    let mut s = Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9").stdio().await;
+    let mut s =
+        Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9").raw_stdio().await;
     // Before initialize: ping works, anything else is refused with code 0.
     let id = s.send_request("ping", json!({})).await;
     s.wait_response(&id).await;
@@ -155,11 +158,10 @@ const REFERENCE_TOOLS_LIST_RESULT: &str = r#"{"ttlMs":0,"cacheScope":"public","t
 #[tokio::test]
 async fn issue2_tools_list_bytes_match_the_reference() {
     let mut s = Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9").stdio().await;
-    s.initialize().await;
-    let id = s.send_request("tools/list", json!({})).await;
-    s.wait_response(&id).await;
+    let (id, answer) = s.send(ClientRequest::ListToolsRequest(Default::default())).await;
+    assert!(answer.is_ok(), "{answer:?}");
     assert_eq!(
-        raw_frame(&s.stdout_lines(), &id),
+        s.frame(&id),
         v(&format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{REFERENCE_TOOLS_LIST_RESULT}}}"))
     );
     assert!(s.close().await.success());
@@ -178,7 +180,6 @@ async fn issue2_every_validation_message_is_exact() {
         .arg("1")
         .stdio()
         .await;
-    s.initialize().await;
     const Q: &str = "query must be non-empty";
     const L: &str = "limit must be between 1 and 20";
     const B: &str = "source branch must be non-empty after @";
@@ -208,7 +209,7 @@ async fn issue2_every_validation_message_is_exact() {
         (json!({"query": "q", "source": "acme/widgets@main", "path": "/docs\r\n/x"}), P),
     ];
     for (args, message) in cases {
-        let (frame, result) = call_raw(&mut s, args.clone()).await;
+        let (frame, result) = call_raw(&s, args.clone()).await;
         assert!(is_error(&result), "{args}: {result}");
         assert_eq!(tool_text(&result), message, "{args}");
         assert_eq!(
@@ -227,7 +228,6 @@ async fn issue2_argument_schema_failures_are_tool_errors() {
         .args(["--retry-attempts", "1"])
         .stdio()
         .await;
-    s.initialize().await;
     let cases: Vec<(Value, &str)> = vec![
         (
             json!({"query": "x", "limit": "5"}),
@@ -258,7 +258,7 @@ async fn issue2_argument_schema_failures_are_tool_errors() {
         (json!(null), r#"validating "arguments": validating root: required: missing properties: ["query"]"#),
     ];
     for (args, message) in cases {
-        let (frame, result) = call_raw(&mut s, args.clone()).await;
+        let (frame, result) = call_raw(&s, args.clone()).await;
         assert!(is_error(&result), "{args}: {result}");
         assert_eq!(tool_text(&result), message, "{args}");
         assert_eq!(frame["result"], json!({"content": [{"type": "text", "text": message}], "isError": true}));
@@ -268,10 +268,9 @@ async fn issue2_argument_schema_failures_are_tool_errors() {
     let result = s.call_tool("search", json!({"query": "x", "limit": 3.0})).await;
     assert!(tool_text(&result).starts_with("repository content search failed: embedding request failed: "), "{result}");
     // `arguments` absent altogether.
-    let id = s.send_request("tools/call", json!({"name": "search"})).await;
-    let resp = s.wait_response(&id).await;
+    let result = s.call_tool("search", Value::Null).await;
     assert_eq!(
-        tool_text(&resp["result"]),
+        tool_text(&result),
         r#"validating "arguments": validating root: required: missing properties: ["query"]"#
     );
     assert!(s.close().await.success());
@@ -280,17 +279,16 @@ async fn issue2_argument_schema_failures_are_tool_errors() {
 #[tokio::test]
 async fn issue2_unknown_tool_is_a_json_rpc_invalid_params_error() {
     let mut s = Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9").stdio().await;
-    s.initialize().await;
-    let id = s.send_request("tools/call", json!({"name": "nope", "arguments": {"query": "x"}})).await;
-    s.wait_response(&id).await;
+    let frame = s.request_frame("tools/call", json!({"name": "nope", "arguments": {"query": "x"}})).await;
+    let id = &frame["id"];
     assert_eq!(
-        raw_frame(&s.stdout_lines(), &id),
+        frame,
         v(&format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32602,"message":"unknown tool \"nope\""}}}}"#))
     );
-    let id = s.send_request("tools/call", json!({"arguments": {"query": "x"}})).await;
-    s.wait_response(&id).await;
+    let frame = s.request_frame("tools/call", json!({"arguments": {"query": "x"}})).await;
+    let id = &frame["id"];
     assert_eq!(
-        raw_frame(&s.stdout_lines(), &id),
+        frame,
         v(&format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32602,"message":"unknown tool \"\""}}}}"#))
     );
     assert!(s.close().await.success());
@@ -495,7 +493,7 @@ async fn issue2_no_match_texts_with_and_without_source() {
         (json!({"query": "quick start", "path": "//README.md"}), NO_MATCH),
     ];
     for (args, text) in cases {
-        let (frame, result) = call_raw(&mut s, args.clone()).await;
+        let (frame, result) = call_raw(&s, args.clone()).await;
         assert!(!is_error(&result), "no match is a success: {args}");
         assert_eq!(tool_text(&result), text, "{args}");
         assert_eq!(frame["result"], json!({"content": [{"type": "text", "text": text}]}), "{args}");
@@ -633,11 +631,11 @@ async fn issue2_plain_text_single_line_and_leading_blank_lines() {
 async fn issue2_result_text_survives_the_wire() {
     let mut s = fixture_session().await;
     let (frame, result) =
-        call_raw(&mut s, json!({"query": "withRetry open store", "path": "internal/store/store.go", "limit": 7})).await;
+        call_raw(&s, json!({"query": "withRetry open store", "path": "internal/store/store.go", "limit": 7})).await;
     let text = tool_text(&result);
     assert!(text.contains("return &Store{db: db}, nil") && text.contains("case <-ctx.Done():"), "{text}");
     assert_eq!(frame["result"], result);
-    let (frame, _) = call_raw(&mut s, json!({"query": "café", "path": "docs/café.md"})).await;
+    let (frame, _) = call_raw(&s, json!({"query": "café", "path": "docs/café.md"})).await;
     let text = tool_text(&frame["result"]);
     assert!(text.contains("Café mode") && text.contains("caf%C3%A9.md"), "{text}");
     assert!(s.close().await.success());
@@ -705,7 +703,6 @@ async fn issue2_branches_duplicates_and_links_without_commit() {
     let chroma = support::chroma().url();
     let embed = support::embed_server().url();
     let mut s = Server::with_backends(chroma, NAME, embed).stdio().await;
-    s.initialize().await;
 
     // Only the branch: links fall back to the (escaped) branch name.
     let result = s
@@ -755,7 +752,6 @@ async fn issue2_branches_duplicates_and_links_without_commit() {
 async fn issue2_missing_collection_reports_chroma_404() {
     let f = support::fixture();
     let mut s = Server::with_backends(&f.chroma_url, "no-such-collection", &f.embed_url).stdio().await;
-    s.initialize().await;
     let result = s.call_tool("search", json!({"query": "configuration"})).await;
     assert!(is_error(&result));
     // Chroma 1.5.9's answer, verbatim.
@@ -774,7 +770,6 @@ async fn issue2_embed_server_down_reports_the_transport_error() {
     let embed = format!("http://127.0.0.1:{port}");
     let mut s =
         Server::with_backends(&f.chroma_url, &f.collection, &embed).args(["--retry-attempts", "2"]).stdio().await;
-    s.initialize().await;
     let started = std::time::Instant::now();
     let result = s.call_tool("search", json!({"query": "configuration"})).await;
     assert!(is_error(&result));
@@ -813,7 +808,6 @@ async fn issue2_secrets_never_reach_stdout_or_stderr() {
         .args(["--bearer-token", BEARER, "--embedding-api-key", EMBED_KEY, "--debug", "--retry-attempts", "1"])
         .stdio()
         .await;
-    s.initialize().await;
     let result = s.call_tool("search", json!({"query": "configuration"})).await;
     assert!(is_error(&result));
     assert_eq!(
@@ -855,7 +849,8 @@ async fn issue2_secrets_never_reach_stdout_or_stderr() {
 
 #[tokio::test]
 async fn issue2_eof_after_calls_exits_cleanly_with_only_frames_on_stdout() {
-    let mut s = fixture_session().await;
+    let mut s = Server::fixture().raw_stdio().await;
+    s.initialize().await;
     let ids = [
         s.send_request("tools/call", json!({"name": "search", "arguments": {"query": "store"}})).await,
         s.send_request("ping", json!({})).await,
@@ -880,7 +875,6 @@ async fn issue2_recreated_collection_is_found_again() {
     let chroma = support::chroma().url();
     let first = support::load_fixture_subset(chroma, NAME, |r| r["metadata"]["path"] == "docs/café.md").await;
     let mut s = Server::with_backends(chroma, NAME, support::embed_server().url()).stdio().await;
-    s.initialize().await;
     let result = s.call_tool("search", json!({"query": "configuration", "limit": 20})).await;
     assert_eq!(
         shown_results(tool_text(&result)),

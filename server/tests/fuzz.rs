@@ -202,7 +202,7 @@ async fn issue10_fuzz_stdio() {
     let started = Instant::now();
     let mut rng = fastrand::Rng::with_seed(SEED);
     let seeds = seeds();
-    let mut s = server().stdio().await;
+    let mut s = server().raw_stdio().await;
     s.initialize().await;
     let mut tally = Tally::default();
     let mut expected = HashSet::new();
@@ -284,8 +284,8 @@ async fn issue10_fuzz_http() {
         }
     }
     let mut h = h;
-    let pong = h.request("ping", json!({})).await;
-    assert_eq!(pong["result"], json!({}));
+    // And a client still gets through.
+    h.client().await.ping().await;
     assert!(!h.stderr().contains("panicked"), "{}", h.stderr());
     h.kill().await;
     eprintln!("HTTP fuzz: {tally:?}, 0 crashes, 0 hangs, in {:?}", started.elapsed());

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use rr_http::test_util::{FakeServer, Reply};
 use serde_json::{Value, json};
 use support::nav::{corpus, index};
-use support::{McpStdio, Server, is_error, tool_text};
+use support::{McpClient, Server, is_error, tool_text};
 
 /// What one call may take, with a generous margin: the caps exist so that no call comes near it.
 const BUDGET: Duration = Duration::from_secs(60);
@@ -52,7 +52,7 @@ impl Tally {
 }
 
 /// One `tools/call`, timed against [`BUDGET`].
-async fn call(s: &mut McpStdio, tool: &str, arguments: Value) -> Value {
+async fn call(s: &McpClient, tool: &str, arguments: Value) -> Value {
     let started = Instant::now();
     let result = s.call_tool(tool, arguments).await;
     assert!(started.elapsed() < BUDGET, "{tool} returned after {:?}", started.elapsed());
@@ -76,7 +76,6 @@ async fn issue12_every_argument_cap_over_stdio() {
     index(&corpus(), dir.path(), "acme", "widgets", "main").await;
     let store = dir.path().to_str().unwrap().to_owned();
     let mut s = Server::new().args(["serve", "--store", &store]).timeout(BUDGET).stdio().await;
-    s.initialize().await;
     let pid = s.pid().unwrap();
     let rss_start = proc_status_kb(pid, "VmRSS:");
 
@@ -213,7 +212,7 @@ async fn issue12_every_argument_cap_over_stdio() {
     for (tool, args, expected) in table {
         tally.tried += 1;
         let input = args.to_string();
-        let result = call(&mut s, tool, args).await;
+        let result = call(&s, tool, args).await;
         let text = tool_text(&result).to_owned();
         match expected {
             Some(expected) => {
@@ -240,21 +239,34 @@ async fn issue12_every_argument_cap_over_stdio() {
     tally.tried += 1;
     tally.refused += 1;
     let uri = format!("repo-retriever://repositories/{}", big(1_000_000));
-    let answer = s.request("resources/read", json!({"uri": uri})).await;
+    let answer = s.request_frame("resources/read", json!({"uri": uri})).await;
     assert_eq!(
         answer["error"]["message"],
         "Resource or repository not found: the uri is too long: at most 2048 characters",
         "{}",
         &answer.to_string()[..300]
     );
-    let answer = s.request("resources/read", json!({"uri": format!("repo-retriever://{}", big(2000))})).await;
+    let answer = s.request_frame("resources/read", json!({"uri": format!("repo-retriever://{}", big(2000))})).await;
     tally.tried += 1;
     tally.allowed += 1;
     assert_short(answer["error"]["message"].as_str().unwrap(), &big(2000));
-    // A frame over the stdio cap is skipped as it streams by; the session goes on.
-    tally.tried += 1;
-    tally.refused += 1;
-    s.send_line(&big(rr_mcp::stdio::MAX_FRAME_BYTES + 1)).await;
+    tally.print("argument caps");
+
+    let rss_end = proc_status_kb(pid, "VmRSS:");
+    let peak = proc_status_kb(pid, "VmHWM:");
+    eprintln!("serve RSS: start {rss_start} kB, end {rss_end} kB, peak {peak} kB");
+    assert!(rss_end < rss_start + RSS_MARGIN_KB, "RSS grew from {rss_start} kB to {rss_end} kB");
+    assert!(s.close().await.success());
+}
+
+/// A frame over the stdio cap (bytes no client sends) is refused and skipped as it streams by; the
+/// session goes on.
+#[tokio::test]
+async fn issue12_a_frame_over_the_stdio_cap_is_skipped() {
+    let mut s =
+        Server::with_backends("http://127.0.0.1:9", "unused", "http://127.0.0.1:9").timeout(BUDGET).raw_stdio().await;
+    s.initialize().await;
+    s.send_line(&"a".repeat(rr_mcp::stdio::MAX_FRAME_BYTES + 1)).await;
     let pong = s.request("ping", json!({})).await;
     assert_eq!(pong["result"], json!({}));
     let refusal = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": format!(
@@ -267,12 +279,6 @@ async fn issue12_every_argument_cap_over_stdio() {
         "{:?}",
         lines.last()
     );
-    tally.print("argument caps");
-
-    let rss_end = proc_status_kb(pid, "VmRSS:");
-    let peak = proc_status_kb(pid, "VmHWM:");
-    eprintln!("serve RSS: start {rss_start} kB, end {rss_end} kB, peak {peak} kB");
-    assert!(rss_end < rss_start + RSS_MARGIN_KB, "RSS grew from {rss_start} kB to {rss_end} kB");
     assert!(s.close().await.success());
 }
 
@@ -504,11 +510,10 @@ async fn run_malformed(drop_in: bool) -> Tally {
             .env("RUST_LOG", "debug")
     };
     let mut s = server.timeout(BUDGET).stdio().await;
-    s.initialize().await;
     let pid = s.pid().unwrap();
     let rss_start = proc_status_kb(pid, "VmRSS:");
     // A good reply first: the fakes answer as a Chroma would.
-    let ok = call(&mut s, "search", json!({"query": "q"})).await;
+    let ok = call(&s, "search", json!({"query": "q"})).await;
     assert!(!is_error(&ok), "{ok}");
     let mut tally = Tally::default();
     let mut texts = Vec::new();
@@ -529,7 +534,7 @@ async fn run_malformed(drop_in: bool) -> Tally {
             Backend::Rerank => rerank.set(reply),
         }
         tally.tried += 1;
-        let result = call(&mut s, "search", json!({"query": "q"})).await;
+        let result = call(&s, "search", json!({"query": "q"})).await;
         let text = tool_text(&result).to_owned();
         assert!(is_error(&result), "{text}");
         tally.refused += 1;
@@ -551,7 +556,7 @@ async fn run_malformed(drop_in: bool) -> Tally {
         json!({"results": [{"index": 0, "relevance_score": 0.9}, {"index": 1, "relevance_score": 0.1}]}),
     ));
     tally.tried += 1;
-    let ok = call(&mut s, "search", json!({"query": "q"})).await;
+    let ok = call(&s, "search", json!({"query": "q"})).await;
     assert!(!is_error(&ok), "{ok}");
     tally.allowed += 1;
 
@@ -593,25 +598,24 @@ async fn issue12_malformed_replies_in_serve() {
 #[tokio::test]
 async fn issue12_drop_in_path_cap_matches_what_chroma_compiles() {
     let mut s = Server::fixture().args(["--retry-attempts", "1"]).timeout(BUDGET).stdio().await;
-    s.initialize().await;
     let mut tally = Tally::default();
     let widest = "a".repeat(327_628);
     let no_match = "No relevant repository content was found. Try a broader or more specific query.";
-    let result = call(&mut s, "search", json!({"query": "configuration", "path": widest})).await;
+    let result = call(&s, "search", json!({"query": "configuration", "path": widest})).await;
     assert_eq!((tool_text(&result), is_error(&result)), (no_match, false));
-    let result = call(&mut s, "search", json!({"query": "configuration", "path": "*".repeat(4_000_000)})).await;
+    let result = call(&s, "search", json!({"query": "configuration", "path": "*".repeat(4_000_000)})).await;
     assert!(tool_text(&result).starts_with("Found 5 relevant repository excerpts"), "{}", tool_text(&result));
     tally.tried += 2;
     tally.allowed += 2;
     // 9,800 `a*` cost 303,800 (under the cap) yet compile past Chroma's limit: Chroma's own answer.
-    let result = call(&mut s, "search", json!({"query": "configuration", "path": "a*".repeat(9_800)})).await;
+    let result = call(&s, "search", json!({"query": "configuration", "path": "a*".repeat(9_800)})).await;
     assert_eq!(
         tool_text(&result),
         r#"repository content search failed: Chroma query failed with HTTP 500: {"error":"InternalError","message":"Error executing plan: Internal error: error returned from database: (code: 1043) constraint failed"}"#
     );
     tally.tried += 1;
     tally.allowed += 1;
-    let result = call(&mut s, "search", json!({"query": "configuration", "path": "a".repeat(340_001)})).await;
+    let result = call(&s, "search", json!({"query": "configuration", "path": "a".repeat(340_001)})).await;
     assert!(tool_text(&result).starts_with("path is too complex: "), "{}", tool_text(&result));
     tally.tried += 1;
     tally.refused += 1;

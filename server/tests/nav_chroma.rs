@@ -354,7 +354,6 @@ fn serve_chroma_args() -> Vec<String> {
 #[tokio::test]
 async fn issue5_serve_chroma_url_with_all_tools_over_stdio() {
     let mut mcp = Server::new().args(serve_chroma_args()).stdio().await;
-    mcp.initialize().await;
     let tools = mcp.list_tools().await;
     let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ALL_TOOLS);
@@ -370,7 +369,6 @@ async fn issue5_serve_chroma_url_with_all_tools_over_stdio() {
 
     // The drop-in flags alone: search only, as the reference.
     let mut plain = Server::fixture().stdio().await;
-    plain.initialize().await;
     let tools = plain.list_tools().await;
     assert_eq!(tools["tools"], json!([rr_mcp::search::definition()]));
     plain.close().await;
@@ -389,15 +387,15 @@ async fn issue5_serve_chroma_url_with_all_tools_over_stdio() {
 #[tokio::test]
 async fn issue5_rate_limit_over_http_counts_every_tool() {
     let mut mcp = Server::new().args(serve_chroma_args()).args(["--rate-limit", "3"]).http().await;
-    mcp.initialize().await;
+    let client = mcp.client().await;
     let started = Instant::now();
-    let first = mcp.call_tool("list_repositories", json!({})).await;
+    let first = client.call_tool("list_repositories", json!({})).await;
     assert!(!is_error(&first), "{first}");
-    let second = mcp.call_tool("search", json!({"query": "widget"})).await;
+    let second = client.call_tool("search", json!({"query": "widget"})).await;
     assert!(!is_error(&second), "{second}");
-    let third = mcp.call_tool("get_file", json!({"repository": "1", "path": "README.md", "end_line": 2})).await;
+    let third = client.call_tool("get_file", json!({"repository": "1", "path": "README.md", "end_line": 2})).await;
     assert!(!is_error(&third), "{third}");
-    let fourth = mcp.call_tool("search", json!({"query": "widget"})).await;
+    let fourth = client.call_tool("search", json!({"query": "widget"})).await;
     let elapsed = started.elapsed().as_secs();
     assert!(is_error(&fourth), "{fourth}");
     // The hint counts whole seconds until the first call leaves the window: 60 on an idle machine,
@@ -410,6 +408,6 @@ async fn issue5_rate_limit_over_http_counts_every_tool() {
         .unwrap_or_else(|| panic!("unexpected text: {text}"));
     assert!((60 - elapsed.min(59) - 1..=60).contains(&retry), "retry {retry} after {elapsed} s");
     // tools/list is not a tool call.
-    assert_eq!(mcp.list_tools().await["tools"].as_array().unwrap().len(), 8);
+    assert_eq!(client.list_tools().await["tools"].as_array().unwrap().len(), 8);
     mcp.kill().await;
 }

@@ -93,7 +93,7 @@ mod lexical;
 mod lexindex;
 mod postings;
 mod quant;
-mod registry;
+pub mod registry;
 mod schema;
 
 /// The bench's corpus generator, for the equivalence test on a bench store.

@@ -32,6 +32,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
+use rmcp::ServiceExt as _;
+use rmcp::model::{CallToolRequestParams, ClientRequest, ServerResult};
+use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
+use rmcp::transport::streamable_http_client::{StreamableHttpClientTransport, StreamableHttpClientTransportConfig};
+
 /// Default tenant and database of a fresh Chroma.
 pub const TENANT: &str = "default_tenant";
 pub const DATABASE: &str = "default_database";
@@ -403,15 +408,57 @@ impl Server {
         self.output_with_stdin("").await
     }
 
-    /// Spawns the binary in stdio mode with piped stdin/stdout/stderr.
-    pub async fn stdio(&self) -> McpStdio {
+    /// Spawns the binary in stdio mode with piped stdin, stdout and stderr.
+    fn spawn_stdio(&self) -> (tokio::process::Child, Arc<Mutex<String>>) {
         let mut cmd = self.command(&[]);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", server_bin().display()));
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
         let stderr = Arc::new(Mutex::new(String::new()));
         collect_text(child.stderr.take().expect("stderr"), stderr.clone());
+        (child, stderr)
+    }
+
+    /// Spawns the binary in stdio mode and opens an rmcp client session with it (initialised).
+    pub async fn stdio(&self) -> McpClient {
+        let (mut child, stderr) = self.spawn_stdio();
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        // rmcp reads the server's stdout through a pipe of our own, so that the lines as written
+        // stay available to the tests that pin them.
+        let (client_read, mut tee) = tokio::io::duplex(1 << 20);
+        let stdout_lines = Arc::new(Mutex::new(Vec::new()));
+        let lines = stdout_lines.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(stdout);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                match reader.read_until(b'\n', &mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
+                        lines.lock().unwrap().push(line);
+                        if tee.write_all(&buf).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+        });
+        let timeout = self.response_timeout();
+        let service = match tokio::time::timeout(timeout, ().serve((client_read, stdin))).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => panic!("initialize failed: {e}; stderr:\n{}", stderr.lock().unwrap()),
+            Err(_) => panic!("no initialize answer within {timeout:?}; stderr:\n{}", stderr.lock().unwrap()),
+        };
+        McpClient { session: Session { service: Some(service), timeout, stderr }, child, stdout_lines }
+    }
+
+    /// Spawns the binary in stdio mode for raw newline-delimited JSON-RPC: see [`RawStdio`].
+    pub async fn raw_stdio(&self) -> RawStdio {
+        let (mut child, stderr) = self.spawn_stdio();
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
         let stdout_lines = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::unbounded_channel();
         let lines = stdout_lines.clone();
@@ -424,12 +471,11 @@ impl Server {
                 }
             }
         });
-        McpStdio {
+        RawStdio {
             child,
             stdin: Some(stdin),
             rx,
             pending: HashMap::new(),
-            others: Vec::new(),
             stdout_lines,
             stderr,
             next_id: 1,
@@ -459,8 +505,6 @@ impl Server {
                         client: reqwest::Client::new(),
                         stdout_lines: log_lines,
                         stderr,
-                        session_id: None,
-                        next_id: 1,
                         timeout: self.response_timeout(),
                     };
                 }
@@ -504,36 +548,182 @@ fn collect_lines(pipe: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<
     });
 }
 
-fn id_key(id: &Value) -> String {
-    id.to_string()
+// ---------------------------------------------------------------------------------------------
+// rmcp's client: what a tool-calling client observes
+// ---------------------------------------------------------------------------------------------
+
+/// An initialised rmcp client session, over stdio ([`McpClient`]) or Streamable HTTP
+/// ([`McpHttp::client`]). Results come back as JSON, as rmcp decoded them.
+pub struct Session {
+    service: Option<RunningService<RoleClient, ()>>,
+    timeout: Duration,
+    stderr: Arc<Mutex<String>>,
 }
 
-/// The binary in stdio mode: newline-delimited JSON-RPC over its stdin and stdout.
-pub struct McpStdio {
+impl Session {
+    /// The rmcp peer, for calls these helpers do not wrap.
+    pub fn peer(&self) -> &rmcp::Peer<RoleClient> {
+        self.service.as_ref().expect("the session is open").peer()
+    }
+
+    /// Sends one request; returns its JSON-RPC id and rmcp's answer (a JSON-RPC error included).
+    pub async fn send(&self, request: ClientRequest) -> (Value, Result<ServerResult, rmcp::ServiceError>) {
+        let handle = self
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::with_timeout(self.timeout))
+            .await
+            .unwrap_or_else(|e| panic!("send the request: {e}; stderr:\n{}", self.stderr()));
+        let id = json!(handle.id);
+        (id, handle.await_response().await)
+    }
+
+    /// A request rmcp has no typed form for (any method, any params).
+    pub fn custom(method: &str, params: Value) -> ClientRequest {
+        ClientRequest::CustomRequest(rmcp::model::CustomRequest::new(method, Some(params)))
+    }
+
+    /// `tools/call` with `arguments` (an object, or `null` to send none); the result as JSON.
+    pub async fn call_tool(&self, name: &str, arguments: Value) -> Value {
+        self.call_tool_id(name, arguments).await.1
+    }
+
+    /// [`Session::call_tool`], with the request's JSON-RPC id.
+    pub async fn call_tool_id(&self, name: &str, arguments: Value) -> (Value, Value) {
+        let mut params = CallToolRequestParams::new(name.to_string());
+        match arguments {
+            Value::Object(map) => params = params.with_arguments(map),
+            Value::Null => {}
+            other => panic!("tool arguments are an object or null, not {other}"),
+        }
+        let (id, answer) = self.send(ClientRequest::CallToolRequest(rmcp::model::Request::new(params))).await;
+        match answer {
+            Ok(ServerResult::CallToolResult(result)) => (id, json!(result)),
+            Ok(other) => panic!("tools/call {name}: not a tool result: {}", json!(other)),
+            Err(e) => panic!("tools/call {name} failed: {e}; stderr:\n{}", self.stderr()),
+        }
+    }
+
+    /// `tools/list`; the result (`{"tools": [...]}`) as JSON.
+    pub async fn list_tools(&self) -> Value {
+        let request = ClientRequest::ListToolsRequest(rmcp::model::RequestOptionalParam::default());
+        match self.send(request).await.1 {
+            Ok(result) => json!(result),
+            Err(e) => panic!("tools/list failed: {e}; stderr:\n{}", self.stderr()),
+        }
+    }
+
+    /// `ping`; panics unless it is answered with an empty result.
+    pub async fn ping(&self) {
+        let request = ClientRequest::PingRequest(rmcp::model::RequestNoParam::default());
+        match self.send(request).await.1 {
+            Ok(ServerResult::EmptyResult(_)) => {}
+            other => panic!("ping: {other:?}; stderr:\n{}", self.stderr()),
+        }
+    }
+
+    /// Everything the server wrote to stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Ends the session: rmcp closes its side of the transport.
+    pub async fn cancel(&mut self) {
+        if let Some(service) = self.service.take() {
+            let _ = service.cancel().await;
+        }
+    }
+}
+
+/// The binary in stdio mode with rmcp's client on its stdin and stdout, as an MCP host spawns it.
+///
+/// rmcp's child-process transport is the same framing over the same pipes, but it reaps the child
+/// itself, and these tests pin the exit status after EOF and the lines on stdout: so the client
+/// runs over the pipes directly.
+pub struct McpClient {
+    session: Session,
+    child: tokio::process::Child,
+    stdout_lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::ops::Deref for McpClient {
+    type Target = Session;
+    fn deref(&self) -> &Session {
+        &self.session
+    }
+}
+
+impl McpClient {
+    /// Every line the server wrote to stdout so far.
+    pub fn stdout_lines(&self) -> Vec<String> {
+        self.stdout_lines.lock().unwrap().clone()
+    }
+
+    /// The stdout line that answered request `id`, parsed (exactly one must).
+    pub fn frame(&self, id: &Value) -> Value {
+        let lines = self.stdout_lines();
+        let found: Vec<Value> = lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v.get("id") == Some(id) && (v.get("result").is_some() || v.get("error").is_some()))
+            .collect();
+        assert_eq!(found.len(), 1, "exactly one frame answers id {id}; stdout: {lines:#?}");
+        found.into_iter().next().unwrap()
+    }
+
+    /// Sends `method` with `params` and returns the frame that answered it, as written.
+    pub async fn request_frame(&self, method: &str, params: Value) -> Value {
+        let (id, answer) = self.send(Session::custom(method, params)).await;
+        if let Err(e @ (rmcp::ServiceError::TransportClosed | rmcp::ServiceError::Timeout { .. })) = answer {
+            panic!("{method}: {e}; stderr:\n{}", self.stderr());
+        }
+        self.frame(&id)
+    }
+
+    /// `tools/call`; the frame as written and the result as rmcp decoded it.
+    pub async fn call_tool_frame(&self, name: &str, arguments: Value) -> (Value, Value) {
+        let (id, result) = self.call_tool_id(name, arguments).await;
+        (self.frame(&id), result)
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Ends the session (EOF on the server's stdin) and waits for the exit.
+    pub async fn close(&mut self) -> ExitStatus {
+        self.session.cancel().await;
+        let timeout = self.session.timeout;
+        tokio::time::timeout(timeout, self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("the server did not exit within {timeout:?} after EOF on stdin"))
+            .expect("wait for the server")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The raw wire, for what no client sends
+// ---------------------------------------------------------------------------------------------
+
+/// The binary in stdio mode with newline-delimited JSON-RPC written and read by hand.
+///
+/// Only for tests that must send what a client never would — malformed JSON, non-UTF-8 bytes,
+/// oversized frames, ids and protocol versions outside rmcp's types, requests before
+/// `initialize`, EOF with requests in flight — or that pin exact envelopes with the ids they
+/// chose. Everything else goes through rmcp's client ([`Server::stdio`]).
+pub struct RawStdio {
     child: tokio::process::Child,
     stdin: Option<tokio::process::ChildStdin>,
     rx: mpsc::UnboundedReceiver<String>,
-    /// Responses read while waiting for another id.
+    /// Responses read while waiting for another id, by id.
     pending: HashMap<String, Value>,
-    /// Messages from the server that are not responses (notifications, requests) or not JSON.
-    others: Vec<String>,
     stdout_lines: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<String>>,
     next_id: u64,
     timeout: Duration,
 }
 
-impl McpStdio {
-    /// Writes one line (a newline is appended).
-    pub async fn send_line(&mut self, line: &str) {
-        let stdin = self.stdin.as_mut().expect("stdin was closed");
-        let mut data = line.as_bytes().to_vec();
-        data.push(b'\n');
-        stdin.write_all(&data).await.expect("write to the server's stdin");
-        stdin.flush().await.expect("flush the server's stdin");
-    }
-
-    /// Writes one line of raw bytes (a newline is appended): for malformed input.
+impl RawStdio {
+    /// Writes one line of raw bytes (a newline is appended).
     pub async fn send_bytes(&mut self, bytes: &[u8]) {
         let stdin = self.stdin.as_mut().expect("stdin was closed");
         let mut data = bytes.to_vec();
@@ -542,12 +732,17 @@ impl McpStdio {
         stdin.flush().await.expect("flush the server's stdin");
     }
 
+    /// Writes one line (a newline is appended).
+    pub async fn send_line(&mut self, line: &str) {
+        self.send_bytes(line.as_bytes()).await
+    }
+
     /// Writes one JSON-RPC message.
     pub async fn send(&mut self, message: &Value) {
         self.send_line(&message.to_string()).await
     }
 
-    /// Sends a request with a fresh numeric id and returns that id without waiting.
+    /// Sends a request with a fresh numeric id (1, 2, …) and returns that id without waiting.
     pub async fn send_request(&mut self, method: &str, params: Value) -> Value {
         let id = json!(self.next_id);
         self.next_id += 1;
@@ -566,7 +761,7 @@ impl McpStdio {
 
     /// Waits for the response (the whole JSON-RPC object) with this id.
     pub async fn wait_response(&mut self, id: &Value) -> Value {
-        let key = id_key(id);
+        let key = id.to_string();
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
             if let Some(resp) = self.pending.remove(&key) {
@@ -580,11 +775,11 @@ impl McpStdio {
                 }
                 Err(_) => panic!("no response to id {key} within {:?}; stderr:\n{}", self.timeout, self.stderr()),
             };
-            match serde_json::from_str::<Value>(&line) {
-                Ok(msg) if msg.get("id").is_some() && (msg.get("result").is_some() || msg.get("error").is_some()) => {
-                    self.pending.insert(id_key(&msg["id"]), msg);
-                }
-                _ => self.others.push(line),
+            if let Ok(msg) = serde_json::from_str::<Value>(&line)
+                && msg.get("id").is_some()
+                && (msg.get("result").is_some() || msg.get("error").is_some())
+            {
+                self.pending.insert(msg["id"].to_string(), msg);
             }
         }
     }
@@ -595,7 +790,7 @@ impl McpStdio {
         self.wait_response(&id).await
     }
 
-    /// `initialize` followed by `notifications/initialized`; returns the initialize result.
+    /// `initialize` (id 1 on a fresh session) followed by `notifications/initialized`.
     pub async fn initialize(&mut self) -> Value {
         let resp = self.request("initialize", initialize_params()).await;
         let result = resp.get("result").cloned().unwrap_or_else(|| panic!("initialize failed: {resp}"));
@@ -603,26 +798,9 @@ impl McpStdio {
         result
     }
 
-    /// `tools/list`; returns the result (`{"tools": [...]}`).
-    pub async fn list_tools(&mut self) -> Value {
-        let resp = self.request("tools/list", json!({})).await;
-        resp.get("result").cloned().unwrap_or_else(|| panic!("tools/list failed: {resp}"))
-    }
-
-    /// `tools/call`; returns the result (`{"content": [...], "isError"?: bool}`).
-    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> Value {
-        let resp = self.request("tools/call", json!({"name": name, "arguments": arguments})).await;
-        resp.get("result").cloned().unwrap_or_else(|| panic!("tools/call failed: {resp}"))
-    }
-
     /// Every line the server wrote to stdout so far.
     pub fn stdout_lines(&self) -> Vec<String> {
         self.stdout_lines.lock().unwrap().clone()
-    }
-
-    /// Lines read from stdout that were not responses (notifications, server requests, garbage).
-    pub fn other_messages(&self) -> &[String] {
-        &self.others
     }
 
     /// Everything the server wrote to stderr so far.
@@ -638,73 +816,40 @@ impl McpStdio {
             .unwrap_or_else(|_| panic!("the server did not exit within {:?} after EOF on stdin", self.timeout))
             .expect("wait for the server")
     }
-
-    pub fn pid(&self) -> Option<u32> {
-        self.child.id()
-    }
 }
 
-/// One HTTP response from `/mcp`, with the JSON-RPC messages found in its JSON or SSE body.
+/// One HTTP response from `/mcp`, as it came.
 #[derive(Debug)]
 pub struct HttpReply {
     pub status: u16,
     pub headers: reqwest::header::HeaderMap,
     pub body: String,
-    pub messages: Vec<Value>,
 }
 
 impl HttpReply {
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
+}
 
-    /// The message answering `id`, if any.
-    pub fn response(&self, id: &Value) -> Option<&Value> {
-        self.messages
-            .iter()
-            .find(|m| m.get("id") == Some(id) && (m.get("result").is_some() || m.get("error").is_some()))
+/// The JSON-RPC messages of a JSON response body (one object, or a batch).
+pub fn json_messages(body: &str) -> Vec<Value> {
+    match serde_json::from_str::<Value>(body) {
+        Ok(Value::Array(items)) => items,
+        Ok(v) => vec![v],
+        Err(e) => panic!("not JSON ({e}): {body}"),
     }
 }
 
-/// Parses a JSON body or the `data:` lines of an SSE body into JSON-RPC messages.
-pub fn parse_mcp_body(content_type: &str, body: &str) -> Vec<Value> {
-    if content_type.starts_with("text/event-stream") {
-        let mut out = Vec::new();
-        for event in body.replace("\r\n", "\n").split("\n\n") {
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            if data.is_empty() {
-                continue;
-            }
-            if let Ok(v) = serde_json::from_str::<Value>(&data.join("\n")) {
-                match v {
-                    Value::Array(items) => out.extend(items),
-                    v => out.push(v),
-                }
-            }
-        }
-        out
-    } else {
-        match serde_json::from_str::<Value>(body) {
-            Ok(Value::Array(items)) => items,
-            Ok(v) => vec![v],
-            Err(_) => Vec::new(),
-        }
-    }
-}
-
-/// The binary in Streamable HTTP mode on a free loopback port.
+/// The binary in Streamable HTTP mode on a free loopback port: rmcp's client through
+/// [`McpHttp::client`], and raw POSTs for the tests that pin statuses, headers, envelopes and the
+/// log lines of hand-made requests.
 pub struct McpHttp {
     child: tokio::process::Child,
     base_url: String,
     client: reqwest::Client,
     stdout_lines: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<String>>,
-    session_id: Option<String>,
-    next_id: u64,
     timeout: Duration,
 }
 
@@ -719,36 +864,47 @@ impl McpHttp {
         format!("{}/mcp", self.base_url)
     }
 
-    /// POSTs `body` to `/mcp` with the MCP headers plus `extra_headers`; returns the reply as is.
-    pub async fn post_with_headers(&mut self, body: &Value, extra_headers: &[(&str, &str)]) -> HttpReply {
-        let mut req = self
+    /// An initialised rmcp client session over Streamable HTTP.
+    pub async fn client(&self) -> Session {
+        self.client_with(StreamableHttpClientTransportConfig::with_uri(self.url())).await
+    }
+
+    /// [`McpHttp::client`] sending `Authorization: Bearer <token>` with every request.
+    pub async fn client_with_bearer(&self, token: &str) -> Session {
+        self.client_with(StreamableHttpClientTransportConfig::with_uri(self.url()).auth_header(token)).await
+    }
+
+    async fn client_with(&self, config: StreamableHttpClientTransportConfig) -> Session {
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let service = match tokio::time::timeout(self.timeout, ().serve(transport)).await {
+            Ok(Ok(service)) => service,
+            Ok(Err(e)) => panic!("initialize over HTTP failed: {e}; stderr:\n{}", self.stderr()),
+            Err(_) => panic!("no initialize answer within {:?}; stderr:\n{}", self.timeout, self.stderr()),
+        };
+        Session { service: Some(service), timeout: self.timeout, stderr: self.stderr.clone() }
+    }
+
+    /// POSTs `body` to `/mcp` with the MCP headers; returns the reply as is.
+    pub async fn post(&self, body: &Value) -> HttpReply {
+        let resp = self
             .client
             .post(self.url())
             .timeout(self.timeout)
             .header("Content-Type", "application/json")
             .header("Accept", "application/json, text/event-stream")
-            .body(body.to_string());
-        if let Some(sid) = &self.session_id {
-            req = req.header("Mcp-Session-Id", sid.as_str());
-        }
-        for (k, v) in extra_headers {
-            req = req.header(*k, *v);
-        }
-        let resp = req.send().await.unwrap_or_else(|e| panic!("POST /mcp: {e}; stderr:\n{}", self.stderr()));
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("POST /mcp: {e}; stderr:\n{}", self.stderr()));
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
-        let text = resp.text().await.expect("read /mcp response body");
-        let content_type = headers.get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("");
-        let messages = parse_mcp_body(content_type, &text);
-        if let Some(sid) = headers.get("mcp-session-id").and_then(|v| v.to_str().ok()) {
-            self.session_id = Some(sid.to_string());
-        }
-        HttpReply { status, headers, body: text, messages }
+        let body = resp.text().await.expect("read /mcp response body");
+        HttpReply { status, headers, body }
     }
 
-    /// POSTs `body` to `/mcp` with the MCP headers.
-    pub async fn post(&mut self, body: &Value) -> HttpReply {
-        self.post_with_headers(body, &[]).await
+    /// POSTs a notification; returns the HTTP reply (202 Accepted expected).
+    pub async fn notify(&self, method: &str) -> HttpReply {
+        self.post(&json!({"jsonrpc": "2.0", "method": method})).await
     }
 
     /// Any request to any path, for 404 checks and the like.
@@ -760,67 +916,6 @@ impl McpHttp {
         let resp = req.send().await.expect("HTTP request");
         let status = resp.status().as_u16();
         (status, resp.text().await.unwrap_or_default())
-    }
-
-    /// Sends a JSON-RPC request (with extra headers) and returns the whole response object.
-    pub async fn request_with_headers(&mut self, method: &str, params: Value, headers: &[(&str, &str)]) -> Value {
-        let id = json!(self.next_id);
-        self.next_id += 1;
-        let reply = self
-            .post_with_headers(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}), headers)
-            .await;
-        match reply.response(&id) {
-            Some(v) => v.clone(),
-            None => panic!(
-                "no JSON-RPC response to {method} (HTTP {}): {}\nstderr:\n{}",
-                reply.status,
-                reply.body,
-                self.stderr()
-            ),
-        }
-    }
-
-    /// Sends a JSON-RPC request and returns the whole response object.
-    pub async fn request(&mut self, method: &str, params: Value) -> Value {
-        self.request_with_headers(method, params, &[]).await
-    }
-
-    /// Sends a notification; returns the HTTP reply (202 Accepted expected).
-    pub async fn notify(&mut self, method: &str, params: Option<Value>) -> HttpReply {
-        let mut msg = json!({"jsonrpc": "2.0", "method": method});
-        if let Some(params) = params {
-            msg["params"] = params;
-        }
-        self.post(&msg).await
-    }
-
-    /// `initialize` followed by `notifications/initialized`; returns the initialize result.
-    pub async fn initialize(&mut self) -> Value {
-        let resp = self.request("initialize", initialize_params()).await;
-        let result = resp.get("result").cloned().unwrap_or_else(|| panic!("initialize failed: {resp}"));
-        self.notify("notifications/initialized", None).await;
-        result
-    }
-
-    pub async fn list_tools(&mut self) -> Value {
-        let resp = self.request("tools/list", json!({})).await;
-        resp.get("result").cloned().unwrap_or_else(|| panic!("tools/list failed: {resp}"))
-    }
-
-    pub async fn call_tool(&mut self, name: &str, arguments: Value) -> Value {
-        self.call_tool_with_headers(name, arguments, &[]).await
-    }
-
-    /// `tools/call` with extra HTTP headers (e.g. `Authorization` for the pass-through).
-    pub async fn call_tool_with_headers(&mut self, name: &str, arguments: Value, headers: &[(&str, &str)]) -> Value {
-        let resp =
-            self.request_with_headers("tools/call", json!({"name": name, "arguments": arguments}), headers).await;
-        resp.get("result").cloned().unwrap_or_else(|| panic!("tools/call failed: {resp}"))
-    }
-
-    /// Forgets the session id the server returned, if any (the server is stateless).
-    pub fn forget_session(&mut self) {
-        self.session_id = None;
     }
 
     /// The raw lines the server wrote to stdout so far (one JSON log object per HTTP request).
@@ -1327,8 +1422,7 @@ pub fn serve_git(base: &Path) -> (Daemon, u16) {
 
 /// An rmcp client session with `server`, served in this process by `rr_mcp::stdio` over an
 /// in-memory pipe (the same framing as the binary's stdin and stdout).
-pub async fn in_process(server: rr_mcp::McpServer) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
-    use rmcp::ServiceExt as _;
+pub async fn in_process(server: rr_mcp::McpServer) -> RunningService<RoleClient, ()> {
     let (client_end, server_end) = tokio::io::duplex(1 << 20);
     let (server_read, server_write) = tokio::io::split(server_end);
     tokio::spawn(rr_mcp::stdio::serve_io(server, server_read, server_write));
