@@ -7,7 +7,7 @@
 //! same model, and a mismatch is refused with a clear error instead of
 //! returning meaningless neighbours.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,12 +15,13 @@ use std::time::Instant;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
 use rr_core::{
-    Embedder, HybridOptions, PipelineOptions, RerankChain, Reranker, RetrievalMode, SearchEngine, VectorStore,
+    Embedder, HybridOptions, IndexStore, PipelineOptions, RerankChain, Reranker, RetrievalMode, SearchEngine,
+    VectorStore,
 };
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_http::{HttpClient, HttpSettings};
-use rr_indexer::sync::{SyncOptions, SyncSummary};
-use rr_indexer::{ChunkingScheme, Identity, IndexOptions};
+use rr_indexer::sync::{SyncOptions, SyncPhase, SyncSummary};
+use rr_indexer::{BuildStream, ChunkingScheme, Identity, IndexOptions, StreamSync};
 use rr_openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 use serde::{Deserialize, Serialize};
 
@@ -273,11 +274,27 @@ pub struct IndexRequest {
 }
 
 /// Indexes `request.root` into the store: records identical to the
-/// reference indexer's, synchronised safely (all local work first, then
-/// upserts, and deletions only once every upsert succeeded), then the whole
-/// text of every indexed file for the navigation tools.
+/// reference indexer's, synchronised safely (upserts first, deletions only
+/// once every upsert succeeded), and the whole text of every indexed file
+/// for the navigation tools.
+///
+/// The folder is streamed ([`rr_indexer::BuildStream`]): files are read and
+/// chunked a group at a time, their records embedded and upserted in batches
+/// as they come, and their texts written likewise, so memory does not grow
+/// with the folder beyond the file list, a digest per record id and the
+/// stored files' hashes. A failure midway (an unreadable file, the embedder,
+/// the store, the process killed) leaves every batch written before it, each
+/// complete, and nothing deleted; the next run skips what is there and
+/// finishes the job.
 pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
-    let started = Instant::now();
+    let settings = index_settings(&request)?;
+    let embedder = embedder_for(&settings)?;
+    index_with(request, settings, embedder).await
+}
+
+/// The settings `request` indexes with: those of the store (or a new
+/// store's), the reference's chunking for Chroma, and the chunking asked for.
+fn index_settings(request: &IndexRequest) -> Result<StoreSettings, LocalError> {
     let mut settings = if request.chroma.is_some() {
         StoreSettings { chunking: ChunkingScheme::Reference, ..StoreSettings::default() }
     } else {
@@ -290,29 +307,22 @@ pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
     if let Some(scheme) = request.chunking {
         settings.chunking = scheme;
     }
-    let embedder = embedder_for(&settings)?;
+    Ok(settings)
+}
 
+/// [`index`] with the embedder given.
+async fn index_with(
+    request: IndexRequest,
+    settings: StoreSettings,
+    embedder: Arc<dyn Embedder>,
+) -> Result<SyncSummary, LocalError> {
+    let started = Instant::now();
     let (root, identity, mut options) = (request.root.clone(), request.identity.clone(), request.options.clone());
     options.chunking.scheme = settings.chunking;
-    let (build, files) = tokio::task::spawn_blocking(move || {
-        let build = rr_indexer::build(&root, &identity, &options)?;
-        let files = read_files(&root, &options)?;
-        Ok::<_, rr_indexer::IndexError>((build, files))
-    })
-    .await
-    .map_err(|e| LocalError::new(e.to_string()))?
-    .map_err(|e| LocalError::new(e.to_string()))?;
-
-    if let Some(path) = &request.output_manifest {
-        let manifest: Vec<_> = build
-            .records
-            .iter()
-            .map(|c| serde_json::json!({"id": c.id, "path": c.metadata.path, "chunk_index": c.metadata.chunk_index}))
-            .collect();
-        std::fs::write(path, serde_json::to_vec_pretty(&manifest).unwrap_or_default())
-            .map_err(|e| LocalError::new(format!("cannot write the manifest {}: {e}", path.display())))?;
-    }
-
+    let stream = tokio::task::spawn_blocking(move || rr_indexer::build_stream(&root, &identity, &options))
+        .await
+        .map_err(|e| LocalError::new(e.to_string()))?
+        .map_err(|e| LocalError::new(e.to_string()))?;
     let opts = SyncOptions {
         batch_size: request.batch_size,
         dry_run: request.dry_run,
@@ -322,19 +332,265 @@ pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
     };
     if let Some(target) = &request.chroma {
         let (store, embedder) = chroma_target(target)?;
-        return rr_indexer::sync::sync_build(&store, &embedder, build, &request.identity, &opts)
-            .await
-            .map_err(|e| LocalError::new(e.to_string()));
+        return stream_into(&store, &embedder, None, stream, &request, &opts).await;
     }
     let store = open_store(&request.store)?;
-    let summary = rr_indexer::sync::sync_build(store.as_ref(), embedder.as_ref(), build, &request.identity, &opts)
-        .await
-        .map_err(|e| LocalError::new(e.to_string()))?;
+    let files = if request.dry_run { None } else { Some(store.as_ref()) };
+    let summary = stream_into(store.as_ref(), embedder.as_ref(), files, stream, &request, &opts).await?;
     if !request.dry_run {
-        store_files(&store, &summary.namespace_id, files).await?;
         write_settings(&request.store, &settings)?;
     }
     Ok(summary)
+}
+
+/// Synchronises `stream` into `store` (see [`index`]); `files`, when set,
+/// receives the texts of the files.
+async fn stream_into(
+    store: &dyn IndexStore,
+    embedder: &dyn Embedder,
+    files: Option<&EmbeddedStore>,
+    mut stream: BuildStream,
+    request: &IndexRequest,
+    opts: &SyncOptions,
+) -> Result<SyncSummary, LocalError> {
+    let failed = |e: rr_indexer::SyncError| LocalError::new(e.to_string());
+    let namespace_id = request.identity.namespace_id();
+    let mut manifest =
+        request.output_manifest.as_deref().map(|path| ManifestSpool::create(path, stream.files())).transpose()?;
+    let mut sync = StreamSync::start(store, embedder, &namespace_id, opts).await.map_err(failed)?;
+    let mut texts = match files {
+        Some(files) => Some(FileSync::start(files, &namespace_id).await?),
+        None => None,
+    };
+    let total = stream.files();
+    opts.report(SyncPhase::Index, 0, total);
+    loop {
+        let (back, group) = tokio::task::spawn_blocking(move || {
+            let group = stream.next_group();
+            (stream, group)
+        })
+        .await
+        .map_err(|e| LocalError::new(e.to_string()))?;
+        stream = back;
+        let Some(group) = group else { break };
+        for file in group.map_err(|e| LocalError::new(e.to_string()))? {
+            let Some((text, records)) = file.content else { continue };
+            if let Some(manifest) = &mut manifest {
+                manifest.add(file.position, &records)?;
+            }
+            if let Some(texts) = &mut texts {
+                texts.add(file.path, text).await?;
+            }
+            sync.push(records).await.map_err(failed)?;
+        }
+        opts.report(SyncPhase::Index, stream.delivered(), total);
+    }
+    if let Some(manifest) = manifest {
+        manifest.finish()?;
+    }
+    if let Some(texts) = &mut texts {
+        texts.flush().await?;
+    }
+    let summary = sync.finish().await.map_err(failed)?;
+    if let Some(texts) = texts {
+        texts.finish().await?;
+    }
+    Ok(summary.with_identity(&request.identity).with_build_stats(&stream.stats()))
+}
+
+/// Texts of indexed files written per batch, at most this many bytes...
+const FILE_BATCH_BYTES: usize = 8 << 20;
+/// ... or this many files.
+const FILE_BATCH_FILES: usize = 500;
+
+/// Brings the namespace's stored files in line with the indexed ones as
+/// they come: changed and new files written in batches, vanished ones
+/// removed at the end, unchanged ones left alone (a re-run over unchanged
+/// files writes nothing).
+struct FileSync {
+    store: EmbeddedStore,
+    namespace_id: String,
+    /// Path → hash of the stored files not met yet.
+    unseen: HashMap<String, String>,
+    pending: Vec<StoredFile>,
+    pending_bytes: usize,
+}
+
+impl FileSync {
+    async fn start(store: &EmbeddedStore, namespace_id: &str) -> Result<Self, LocalError> {
+        let namespace = namespace_id.to_owned();
+        let unseen = blocking_write(store, move |s| {
+            Ok(s.list_files(&namespace)?.into_iter().map(|f| (f.path, f.file_hash)).collect())
+        })
+        .await?;
+        Ok(FileSync {
+            store: store.clone(),
+            namespace_id: namespace_id.to_owned(),
+            unseen,
+            pending: Vec::new(),
+            pending_bytes: 0,
+        })
+    }
+
+    /// Queues `content` for `path` unless it is stored as it is.
+    async fn add(&mut self, path: String, content: String) -> Result<(), LocalError> {
+        let file_hash = rr_indexer::sha256_hex(&content);
+        if self.unseen.remove(&path).is_some_and(|stored| stored == file_hash) {
+            return Ok(());
+        }
+        self.pending_bytes += content.len();
+        self.pending.push(StoredFile { namespace_id: self.namespace_id.clone(), path, file_hash, content });
+        if self.pending_bytes >= FILE_BATCH_BYTES || self.pending.len() >= FILE_BATCH_FILES {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the queued files in one transaction.
+    async fn flush(&mut self) -> Result<(), LocalError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let put = std::mem::take(&mut self.pending);
+        self.pending_bytes = 0;
+        blocking_write(&self.store, move |s| s.write(&WriteBatch { put_files: &put, ..Default::default() })).await
+    }
+
+    /// Removes the stored files that the folder no longer has.
+    async fn finish(mut self) -> Result<(), LocalError> {
+        self.flush().await?;
+        let namespace_id = self.namespace_id;
+        let delete: Vec<FileKey> =
+            self.unseen.into_keys().map(|path| FileKey { namespace_id: namespace_id.clone(), path }).collect();
+        if delete.is_empty() {
+            return Ok(());
+        }
+        blocking_write(&self.store, move |s| s.write(&WriteBatch { delete_files: &delete, ..Default::default() })).await
+    }
+}
+
+/// Runs `work` on the store on tokio's blocking pool.
+async fn blocking_write<T: Send + 'static>(
+    store: &EmbeddedStore,
+    work: impl FnOnce(&EmbeddedStore) -> Result<T, rr_embedded::EmbeddedError> + Send + 'static,
+) -> Result<T, LocalError> {
+    let store = store.clone();
+    tokio::task::spawn_blocking(move || work(&store))
+        .await
+        .map_err(|e| LocalError::new(e.to_string()))?
+        .map_err(|e| LocalError::new(format!("cannot store the indexed files: {e}")))
+}
+
+/// `--output-manifest`: the id, path and chunk index of every record, in
+/// path then chunk order, as one pretty-printed JSON array.
+///
+/// The stream delivers files in id order, so each file's entries go to a
+/// spool file next to the manifest as they come, with their place noted
+/// (16 bytes per file); [`ManifestSpool::finish`] copies them out in path
+/// order into a temporary file renamed over the manifest. Nothing is
+/// written at `path` unless the whole build succeeded.
+struct ManifestSpool {
+    path: PathBuf,
+    spool_path: PathBuf,
+    spool: std::io::BufWriter<std::fs::File>,
+    written: u64,
+    /// Where each file's entries are in the spool, by path-order position.
+    places: Vec<Option<(u64, usize)>>,
+}
+
+impl ManifestSpool {
+    /// A manifest at `path` of a build of `files` eligible files.
+    fn create(path: &Path, files: usize) -> Result<Self, LocalError> {
+        let spool_path = sibling(path, "spool");
+        let spool = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&spool_path)
+            .map_err(|e| LocalError::new(format!("cannot write the manifest {}: {e}", path.display())))?;
+        Ok(ManifestSpool {
+            path: path.to_owned(),
+            spool_path,
+            spool: std::io::BufWriter::new(spool),
+            written: 0,
+            places: vec![None; files],
+        })
+    }
+
+    fn failed(&self, e: impl std::fmt::Display) -> LocalError {
+        LocalError::new(format!("cannot write the manifest {}: {e}", self.path.display()))
+    }
+
+    /// Spools the entries of the file at path-order `position`.
+    fn add(&mut self, position: usize, records: &[rr_core::Chunk]) -> Result<(), LocalError> {
+        use std::io::Write;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let text = records.iter().map(manifest_entry).collect::<Vec<_>>().join(",\n");
+        self.spool.write_all(text.as_bytes()).map_err(|e| self.failed(e))?;
+        if let Some(place) = self.places.get_mut(position) {
+            *place = Some((self.written, text.len()));
+        }
+        self.written += text.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the manifest from the spool.
+    fn finish(mut self) -> Result<(), LocalError> {
+        use std::io::Write;
+        let tmp = sibling(&self.path, "tmp");
+        let written = self
+            .spool
+            .flush()
+            .and_then(|()| copy_out(self.spool.get_mut(), &self.places, &tmp))
+            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        written.map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            self.failed(e)
+        })
+    }
+}
+
+/// Writes the spooled entries at `places`, in order, as a JSON array into `to`.
+fn copy_out(spool: &mut std::fs::File, places: &[Option<(u64, usize)>], to: &Path) -> std::io::Result<()> {
+    use std::io::{Read, Seek, Write};
+    let mut out = std::io::BufWriter::new(std::fs::File::create(to)?);
+    out.write_all(b"[")?;
+    let mut first = true;
+    let mut buf = Vec::new();
+    for &(offset, len) in places.iter().flatten() {
+        out.write_all(if first { b"\n" } else { b",\n" })?;
+        first = false;
+        spool.seek(std::io::SeekFrom::Start(offset))?;
+        buf.resize(len, 0);
+        spool.read_exact(&mut buf)?;
+        out.write_all(&buf)?;
+    }
+    out.write_all(if first { b"]" } else { b"\n]" })?;
+    out.into_inner().map_err(std::io::IntoInnerError::into_error)?.sync_all()
+}
+
+impl Drop for ManifestSpool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.spool_path);
+    }
+}
+
+/// One record's manifest entry, as it is indented inside the array.
+fn manifest_entry(c: &rr_core::Chunk) -> String {
+    let entry = serde_json::json!({"id": c.id, "path": c.metadata.path, "chunk_index": c.metadata.chunk_index});
+    let pretty = serde_json::to_string_pretty(&entry).expect("a manifest entry is plain JSON");
+    // JSON escapes newlines inside strings, so every line break is the formatter's.
+    pretty.lines().map(|line| format!("  {line}")).collect::<Vec<_>>().join("\n")
+}
+
+/// `path` with `.suffix` appended to its file name.
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().map(std::ffi::OsString::from).unwrap_or_default();
+    name.push(format!(".{suffix}"));
+    path.with_file_name(name)
 }
 
 /// The Chroma store and embedder of a Chroma target, on one HTTP client.
@@ -366,55 +622,6 @@ fn chroma_target(target: &ChromaTarget) -> Result<(ChromaStore, OpenAiEmbedder),
         http,
     );
     Ok((store, embedder))
-}
-
-/// The decoded text of every eligible, non-binary file.
-fn read_files(root: &Path, options: &IndexOptions) -> Result<Vec<(String, String)>, rr_indexer::IndexError> {
-    let scan = rr_indexer::scan(root, &options.selection)?;
-    let mut files = Vec::with_capacity(scan.files.len());
-    for file in &scan.files {
-        if let Some(decoded) = rr_indexer::read_source(file)? {
-            files.push((file.relative_path.clone(), decoded.text));
-        }
-    }
-    Ok(files)
-}
-
-/// Brings the namespace's stored files in line with `files` in one
-/// transaction: changed and new files written, vanished ones removed,
-/// unchanged ones left alone (a re-run over unchanged files writes nothing).
-async fn store_files(
-    store: &EmbeddedStore,
-    namespace_id: &str,
-    files: Vec<(String, String)>,
-) -> Result<(), LocalError> {
-    let store = store.clone();
-    let namespace_id = namespace_id.to_owned();
-    tokio::task::spawn_blocking(move || {
-        let existing: HashMap<String, String> =
-            store.list_files(&namespace_id)?.into_iter().map(|f| (f.path, f.file_hash)).collect();
-        let mut keep = HashSet::new();
-        let mut put = Vec::new();
-        for (path, content) in files {
-            let file_hash = rr_indexer::sha256_hex(&content);
-            keep.insert(path.clone());
-            if existing.get(&path) != Some(&file_hash) {
-                put.push(StoredFile { namespace_id: namespace_id.clone(), path, file_hash, content });
-            }
-        }
-        let delete: Vec<FileKey> = existing
-            .keys()
-            .filter(|p| !keep.contains(*p))
-            .map(|p| FileKey { namespace_id: namespace_id.clone(), path: p.clone() })
-            .collect();
-        if put.is_empty() && delete.is_empty() {
-            return Ok(());
-        }
-        store.write(&WriteBatch { delete_files: &delete, put_files: &put, ..Default::default() })
-    })
-    .await
-    .map_err(|e| LocalError::new(e.to_string()))?
-    .map_err(|e| LocalError::new(format!("cannot store the indexed files: {e}")))
 }
 
 /// The search engine over an existing store, in the default retrieval
@@ -574,6 +781,156 @@ pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The `hash` embedder, failing every call after the first `healthy` ones.
+    struct FailingEmbedder {
+        healthy: usize,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Embedder for FailingEmbedder {
+        fn name(&self) -> &str {
+            "failing"
+        }
+
+        async fn embed(
+            &self,
+            inputs: &[String],
+            ctx: &rr_core::CallContext,
+        ) -> Result<Vec<Vec<f32>>, rr_core::BackendError> {
+            if self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= self.healthy {
+                return Err(rr_core::BackendError::new("failing", "embedding failed: injected fault"));
+            }
+            rr_hash_embed::HashEmbedder::default().embed(inputs, ctx).await
+        }
+    }
+
+    fn failing_after(healthy: usize) -> Arc<dyn Embedder> {
+        Arc::new(FailingEmbedder { healthy, calls: Default::default() })
+    }
+
+    fn healthy() -> Arc<dyn Embedder> {
+        failing_after(usize::MAX)
+    }
+
+    /// A folder of real code: this workspace's indexer sources.
+    fn corpus() -> tempfile::TempDir {
+        fn copy(from: &Path, to: &Path) {
+            std::fs::create_dir_all(to).unwrap();
+            for entry in std::fs::read_dir(from).unwrap() {
+                let entry = entry.unwrap();
+                let target = to.join(entry.file_name());
+                if entry.file_type().unwrap().is_dir() {
+                    copy(&entry.path(), &target);
+                } else {
+                    std::fs::copy(entry.path(), target).unwrap();
+                }
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        copy(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../indexer/src"), dir.path());
+        dir
+    }
+
+    fn request(root: &Path, store: &Path) -> IndexRequest {
+        IndexRequest {
+            root: root.to_owned(),
+            store: store.to_owned(),
+            chroma: None,
+            chunking: None,
+            identity: Identity::new("acme", "widgets", "main", ""),
+            options: IndexOptions::default(),
+            batch_size: 10,
+            dry_run: false,
+            output_manifest: None,
+            progress: None,
+        }
+    }
+
+    async fn index_using(request: IndexRequest, embedder: Arc<dyn Embedder>) -> Result<SyncSummary, LocalError> {
+        let settings = index_settings(&request).unwrap();
+        index_with(request, settings, embedder).await
+    }
+
+    /// Chunk ids and stored files (path, hash) of the namespace.
+    fn contents(store: &Path) -> (Vec<String>, Vec<(String, String)>) {
+        let store = EmbeddedStore::open(store).unwrap();
+        let namespace = Identity::new("acme", "widgets", "main", "").namespace_id();
+        let files = store.list_files(&namespace).unwrap().into_iter().map(|f| (f.path, f.file_hash)).collect();
+        (store.ids_in_namespace(&namespace).unwrap(), files)
+    }
+
+    #[tokio::test]
+    async fn an_index_stopped_by_a_failing_embedder_deletes_nothing_and_the_next_run_completes_it() {
+        let folder = corpus();
+        let (store, fresh) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        assert!(first.chunks_added_or_updated > 100, "{first:?}");
+        let before = contents(store.path());
+
+        // Every file edited, one gone, one new: every stored record is stale.
+        fn edit(dir: &Path) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    edit(&path);
+                } else {
+                    std::fs::write(&path, std::fs::read_to_string(&path).unwrap() + "\n// edited\n").unwrap();
+                }
+            }
+        }
+        edit(folder.path());
+        std::fs::remove_file(folder.path().join("tokens.rs")).unwrap();
+        std::fs::write(folder.path().join("new.md"), "# New\n\nA new page.\n").unwrap();
+        let wanted = index_using(request(folder.path(), fresh.path()), healthy()).await.unwrap();
+        let wanted_contents = contents(fresh.path());
+
+        let err = index_using(request(folder.path(), store.path()), failing_after(2)).await.unwrap_err();
+        assert_eq!(err.to_string(), "embedding failed: injected fault");
+        let (ids, files) = contents(store.path());
+        assert!(before.0.iter().all(|id| ids.contains(id)), "a stale record was deleted");
+        assert_eq!(ids.len(), before.0.len() + 20, "the two batches before the fault are written, whole");
+        assert!(files.iter().any(|(path, _)| path == "tokens.rs"), "a vanished file's text was deleted");
+
+        let last = index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        assert_eq!(contents(store.path()), wanted_contents);
+        assert_eq!(
+            (last.chunks_desired, last.chunks_unchanged, last.chunks_deleted),
+            (wanted.chunks_desired, 20, before.0.len()),
+            "the batches written before the fault count as unchanged"
+        );
+        assert!(EmbeddedStore::open(store.path()).unwrap().check().unwrap().is_consistent());
+    }
+
+    #[tokio::test]
+    async fn the_manifest_lists_records_in_path_order_as_a_pretty_json_array() {
+        let folder = corpus();
+        let (store, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let manifest = out.path().join("manifest.json");
+        let mut dry = request(folder.path(), store.path());
+        (dry.dry_run, dry.output_manifest) = (true, Some(manifest.clone()));
+        index_using(dry, healthy()).await.unwrap();
+
+        let identity = Identity::new("acme", "widgets", "main", "");
+        let mut options = IndexOptions::default();
+        options.chunking.scheme = DEFAULT_EMBEDDED_CHUNKING;
+        let records = rr_indexer::build(folder.path(), &identity, &options).unwrap().records;
+        let entries: Vec<_> = records
+            .iter()
+            .map(|c| serde_json::json!({"id": c.id, "path": c.metadata.path, "chunk_index": c.metadata.chunk_index}))
+            .collect();
+        assert!(entries.len() > 100);
+        assert_eq!(std::fs::read(&manifest).unwrap(), serde_json::to_vec_pretty(&entries).unwrap());
+        let names: Vec<_> = std::fs::read_dir(out.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["manifest.json"], "the spool is removed");
+
+        let empty = tempfile::tempdir().unwrap();
+        let mut dry = request(empty.path(), store.path());
+        (dry.dry_run, dry.output_manifest) = (true, Some(manifest.clone()));
+        index_using(dry, healthy()).await.unwrap();
+        assert_eq!(std::fs::read_to_string(&manifest).unwrap(), "[]");
+    }
 
     fn kinds(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()

@@ -26,4 +26,7 @@ pub enum IndexError {
     Chunk { path: String, source: ChunkError },
     #[error("desired state contains duplicate deterministic record ID {0}")]
     DuplicateId(String),
+    /// The thread that reads and chunks files could not run.
+    #[error("the build worker failed: {0}")]
+    Worker(std::io::Error),
 }

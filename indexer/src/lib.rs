@@ -63,8 +63,10 @@ pub use discovery::{
 };
 pub use error::IndexError;
 pub use identity::{Identity, chunking_record_id, document_id, namespace_id, record_id, sha256_hex};
-pub use pipeline::{Build, BuildStats, IndexOptions, build, build_records, read_source};
+pub use pipeline::{
+    Build, BuildStats, BuildStream, BuiltFile, IndexOptions, build, build_records, build_stream, read_source,
+};
 pub use records::{SCHEMA_VERSION, chunk_file, context_prefix};
-pub use sync::{SyncError, SyncOptions, SyncSummary, sync, sync_build};
+pub use sync::{StreamSync, SyncError, SyncOptions, SyncSummary, sync, sync_build};
 pub use tokens::TokenCounter;
 pub use wildmatch::PathSpec;

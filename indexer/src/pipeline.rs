@@ -82,8 +82,8 @@ pub fn build(root: &Path, identity: &Identity, opts: &IndexOptions) -> Result<Bu
         ..BuildStats::default()
     };
     let mut records = Vec::new();
-    for outcome in process_files(&scan.files, identity, opts) {
-        let Some(chunks) = outcome? else {
+    for outcome in process_files(&scan.files, opts.threads, |f| process_file(f, identity, opts)) {
+        let Some((_, chunks)) = outcome? else {
             stats.files_binary_skipped += 1;
             continue;
         };
@@ -100,29 +100,33 @@ pub fn build(root: &Path, identity: &Identity, opts: &IndexOptions) -> Result<Bu
     Ok(Build { records, stats })
 }
 
-/// The records of one file, or `None` when it is binary.
-type FileOutcome = Result<Option<Vec<Chunk>>, IndexError>;
+/// The decoded text and records of one file, or `None` when it is binary.
+type TextOutcome = Result<Option<(String, Vec<Chunk>)>, IndexError>;
 
-fn process_file(file: &SourceFile, identity: &Identity, opts: &IndexOptions) -> FileOutcome {
+fn process_file(file: &SourceFile, identity: &Identity, opts: &IndexOptions) -> TextOutcome {
     match read_source(file)? {
-        Some(decoded) => chunk_file(identity, &file.relative_path, &file.extension, &decoded, opts.chunking).map(Some),
+        Some(decoded) => {
+            let chunks = chunk_file(identity, &file.relative_path, &file.extension, &decoded, opts.chunking)?;
+            Ok(Some((decoded.text, chunks)))
+        }
         None => Ok(None),
     }
 }
 
-/// Processes `files` on worker threads; the outcomes are in file order, so the
-/// first error reported is the first in path order, whatever the scheduling.
-fn process_files(files: &[SourceFile], identity: &Identity, opts: &IndexOptions) -> Vec<FileOutcome> {
-    let threads = match opts.threads {
+/// Runs `work` over `files` on worker threads; the outcomes are in file
+/// order, so the first error reported is the first in that order, whatever
+/// the scheduling.
+fn process_files<T: Send>(files: &[SourceFile], threads: usize, work: impl Fn(&SourceFile) -> T + Sync) -> Vec<T> {
+    let threads = match threads {
         0 => std::thread::available_parallelism().map_or(1, usize::from),
         n => n,
     }
     .min(files.len());
     if threads <= 1 {
-        return files.iter().map(|file| process_file(file, identity, opts)).collect();
+        return files.iter().map(work).collect();
     }
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut outcomes: Vec<(usize, FileOutcome)> = std::thread::scope(|scope| {
+    let mut outcomes: Vec<(usize, T)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
                 scope.spawn(|| {
@@ -130,7 +134,7 @@ fn process_files(files: &[SourceFile], identity: &Identity, opts: &IndexOptions)
                     loop {
                         let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                         let Some(file) = files.get(index) else { break };
-                        done.push((index, process_file(file, identity, opts)));
+                        done.push((index, work(file)));
                     }
                     done
                 })
@@ -143,6 +147,147 @@ fn process_files(files: &[SourceFile], identity: &Identity, opts: &IndexOptions)
     });
     outcomes.sort_by_key(|(index, _)| *index);
     outcomes.into_iter().map(|(_, outcome)| outcome).collect()
+}
+
+/// Files read and chunked together by [`BuildStream`]: enough to keep the
+/// worker threads busy, few enough that a group's records stay small.
+const STREAM_GROUP_FILES: usize = 64;
+/// Groups read ahead of the consumer (besides the one it holds and the one
+/// being made): the bound on what a stream holds in memory.
+const STREAM_GROUPS_AHEAD: usize = 2;
+
+/// One eligible file of a [`BuildStream`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuiltFile {
+    /// Its place among the eligible files in path order (0-based), which
+    /// the stream does not follow.
+    pub position: usize,
+    /// POSIX path relative to the root (the record `path`).
+    pub path: String,
+    /// The decoded text and its records in chunk order; `None` when the file
+    /// is binary.
+    pub content: Option<(String, Vec<Chunk>)>,
+}
+
+/// A build delivered a group of files at a time, so that no list of the
+/// folder's records or texts exists: only the scan's file list (paths)
+/// is held for the whole run.
+///
+/// Files come in the order of the SHA-256 of their path, which is the order
+/// of their record ids (`repochunk:v1:<namespace>:<sha256(path)>:…`, the
+/// chunk index zero-padded): the records of the whole stream, in the order
+/// they come, are sorted by id, as the reference sends its upserts. Worker
+/// threads read and chunk up to [`STREAM_GROUPS_AHEAD`] groups ahead of the
+/// consumer; dropping the stream stops them.
+pub struct BuildStream {
+    receiver: std::sync::mpsc::Receiver<Vec<(usize, TextOutcome)>>,
+    worker: Option<std::thread::JoinHandle<()>>,
+    paths: Vec<String>,
+    delivered: usize,
+    stats: BuildStats,
+}
+
+impl std::fmt::Debug for BuildStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BuildStream")
+            .field("files", &self.paths.len())
+            .field("delivered", &self.delivered)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+impl BuildStream {
+    /// The number of eligible files the stream delivers in all.
+    pub fn files(&self) -> usize {
+        self.paths.len()
+    }
+
+    /// Files delivered so far.
+    pub fn delivered(&self) -> usize {
+        self.delivered
+    }
+
+    /// The counts of the files delivered so far (all of them once
+    /// [`BuildStream::next_group`] has returned `None`).
+    pub fn stats(&self) -> BuildStats {
+        self.stats
+    }
+
+    /// The next files, or `None` when every file was delivered. A file that
+    /// cannot be read or chunked ends the stream with its error.
+    pub fn next_group(&mut self) -> Option<Result<Vec<BuiltFile>, IndexError>> {
+        if self.delivered == self.paths.len() {
+            return None;
+        }
+        let Ok(group) = self.receiver.recv() else {
+            // The worker stops early only by panicking; the stream passes
+            // the panic on, as [`build`] does.
+            if let Some(Err(panic)) = self.worker.take().map(std::thread::JoinHandle::join) {
+                std::panic::resume_unwind(panic);
+            }
+            self.delivered = self.paths.len();
+            return Some(Err(IndexError::Worker(std::io::Error::other("the build stopped before its last file"))));
+        };
+        let mut files = Vec::with_capacity(group.len());
+        for (position, outcome) in group {
+            self.delivered += 1;
+            let content = match outcome {
+                Ok(content) => content,
+                Err(e) => {
+                    self.delivered = self.paths.len();
+                    return Some(Err(e));
+                }
+            };
+            match &content {
+                None => self.stats.files_binary_skipped += 1,
+                Some((_, records)) if !records.is_empty() => self.stats.files_indexed += 1,
+                Some(_) => {}
+            }
+            files.push(BuiltFile { position, path: self.paths[position].clone(), content });
+        }
+        Some(Ok(files))
+    }
+}
+
+/// Scans `root` and starts building its records in groups (see
+/// [`BuildStream`]); the same records as [`build`], file by file.
+pub fn build_stream(root: &Path, identity: &Identity, opts: &IndexOptions) -> Result<BuildStream, IndexError> {
+    identity.validate()?;
+    opts.validate()?;
+    let scan = scan(root, &opts.selection)?;
+    let stats = BuildStats {
+        files_scanned: scan.stats.files_scanned,
+        files_eligible: scan.stats.files_eligible,
+        files_other_skipped: scan.stats.files_other_skipped,
+        files_ignored: scan.stats.files_ignored,
+        ..BuildStats::default()
+    };
+    let paths: Vec<String> = scan.files.iter().map(|f| f.relative_path.clone()).collect();
+    let mut order: Vec<(String, usize)> =
+        paths.iter().enumerate().map(|(position, path)| (crate::identity::sha256_hex(path), position)).collect();
+    order.sort_unstable();
+    let mut files: Vec<Option<SourceFile>> = scan.files.into_iter().map(Some).collect();
+    let (positions, sources): (Vec<usize>, Vec<SourceFile>) =
+        order.into_iter().filter_map(|(_, position)| Some((position, files[position].take()?))).unzip();
+
+    let (sender, receiver) = std::sync::mpsc::sync_channel(STREAM_GROUPS_AHEAD);
+    let (identity, opts) = (identity.clone(), opts.clone());
+    let worker = std::thread::Builder::new()
+        .name("rr-build".into())
+        .spawn(move || {
+            for (sources, positions) in sources.chunks(STREAM_GROUP_FILES).zip(positions.chunks(STREAM_GROUP_FILES)) {
+                let outcomes = process_files(sources, opts.threads, |f| process_file(f, &identity, &opts));
+                let failed = outcomes.iter().any(Result::is_err);
+                let group = positions.iter().copied().zip(outcomes).collect();
+                // A closed channel means the consumer has stopped listening.
+                if sender.send(group).is_err() || failed {
+                    return;
+                }
+            }
+        })
+        .map_err(IndexError::Worker)?;
+    Ok(BuildStream { receiver, worker: Some(worker), paths, delivered: 0, stats })
 }
 
 /// The records of every eligible text file under `root`, sorted by path then

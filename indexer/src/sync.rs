@@ -25,6 +25,17 @@
 //! 4. **Verification.** After the writes the namespace's ids are listed again
 //!    and their count must equal the number of records built.
 //!
+//! **Streaming.** [`StreamSync`] is the same sync fed a file's records at a
+//! time, from a [`crate::BuildStream`], for folders too large to build in
+//! memory (`repo-retriever index`). It keeps a 16-byte digest of each id
+//! instead of the records, and diffs and writes as records come: the upserts
+//! are the same calls in the same order (the stream delivers files in id
+//! order) and deletions still wait for every upsert, but step 1 no longer
+//! holds: a bad record or an unreadable file stops the sync after the
+//! batches before it were written. Those batches are complete records, so
+//! the next run counts them as unchanged and converges, as after a failed
+//! upsert.
+//!
 //! Only [`IndexStore::namespace_ids`] of the one namespace is read and only
 //! ids of that namespace are deleted, so other namespaces sharing the store
 //! are never touched. A dry run lists the namespace and computes the summary,
@@ -44,6 +55,7 @@ use std::time::Instant;
 
 use rr_core::{BackendError, CallContext, Chunk, EmbeddedChunk, Embedder, IndexStore};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 
 use crate::{Build, BuildStats, Identity};
 
@@ -55,6 +67,9 @@ pub const DEFAULT_DOCUMENT_PREFIX: &str = "passage: ";
 /// Which write phase a [`SyncProgress`] report is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncPhase {
+    /// Reading, chunking, embedding and upserting a streamed folder: `done`
+    /// and `total` count files, not records.
+    Index,
     /// Embedding and upserting records that are new or changed.
     Upsert,
     /// Deleting stale records.
@@ -114,7 +129,8 @@ impl fmt::Debug for SyncOptions {
 }
 
 impl SyncOptions {
-    fn report(&self, phase: SyncPhase, done: usize, total: usize) {
+    /// Passes a progress report to [`SyncOptions::progress`], if set.
+    pub fn report(&self, phase: SyncPhase, done: usize, total: usize) {
         if let Some(progress) = &self.progress {
             progress(SyncProgress { phase, done, total });
         }
@@ -227,104 +243,246 @@ pub async fn sync(
     namespace_id: &str,
     opts: &SyncOptions,
 ) -> Result<SyncSummary, SyncError> {
-    let started = opts.started.unwrap_or_else(Instant::now);
-    if opts.batch_size == 0 {
-        return Err(SyncError::InvalidOptions("batch_size must be a positive integer".into()));
-    }
-    if namespace_id.is_empty() {
-        return Err(SyncError::InvalidOptions("namespace_id must not be empty".into()));
-    }
+    check_options(namespace_id, opts)?;
     if let Some(foreign) = records.iter().find(|r| r.metadata.namespace_id != namespace_id) {
-        return Err(SyncError::ForeignRecord {
-            id: foreign.id.clone(),
-            found: foreign.metadata.namespace_id.clone(),
-            expected: namespace_id.to_owned(),
-        });
+        return Err(foreign_record(foreign, namespace_id));
     }
     // Upserts go out in id order, as the reference sends them.
     records.sort_by(|a, b| a.id.cmp(&b.id));
     if let Some(pair) = records.windows(2).find(|pair| pair[0].id == pair[1].id) {
         return Err(SyncError::DuplicateId(pair[0].id.clone()));
     }
-
-    tracing::info!(namespace_id, desired = records.len(), store = store.name(), "sync: listing the namespace");
-    let existing: HashSet<String> =
-        store.namespace_ids(namespace_id).await.map_err(SyncError::List)?.into_iter().collect();
-    let desired: HashSet<&str> = records.iter().map(|r| r.id.as_str()).collect();
-    let mut stale: Vec<String> = existing.iter().filter(|id| !desired.contains(id.as_str())).cloned().collect();
-    stale.sort();
-    let desired_count = records.len();
-    let to_write: Vec<Chunk> = records.into_iter().filter(|r| !existing.contains(&r.id)).collect();
-
-    let mut summary = SyncSummary {
-        namespace_id: namespace_id.to_owned(),
-        chunks_desired: desired_count,
-        chunks_added_or_updated: to_write.len(),
-        chunks_unchanged: desired_count - to_write.len(),
-        chunks_deleted: stale.len(),
-        dry_run: opts.dry_run,
-        ..SyncSummary::default()
-    };
-    tracing::info!(
-        add_or_update = summary.chunks_added_or_updated,
-        unchanged = summary.chunks_unchanged,
-        delete = summary.chunks_deleted,
-        dry_run = opts.dry_run,
-        "sync: diff"
-    );
-
+    let mut sync = StreamSync::start(store, embedder, namespace_id, opts).await?;
+    let to_write = records.iter().filter(|r| !sync.is_stored(&r.id)).count();
+    sync.upsert_total = Some(to_write);
     if !opts.dry_run {
-        let batch_size = opts.batch_size.min(store.max_batch_size()).max(1);
-        write(store, embedder, to_write, &stale, batch_size, opts).await?;
-        let found = store.namespace_ids(namespace_id).await.map_err(SyncError::List)?;
-        let found = found.into_iter().collect::<HashSet<_>>().len();
-        if found != desired_count {
-            return Err(SyncError::Verification { expected: desired_count, found });
-        }
+        opts.report(SyncPhase::Upsert, 0, to_write);
     }
-    summary.duration_ms = (started.elapsed().as_secs_f64() * 1000.0).round() as u64;
-    tracing::info!(namespace_id, duration_ms = summary.duration_ms, "sync: complete");
-    Ok(summary)
+    sync.push(records).await?;
+    sync.finish().await
 }
 
-/// Embeds and upserts `to_write`, then (only if all of that succeeded)
-/// deletes `stale`, in batches of `batch_size`.
-async fn write(
-    store: &dyn IndexStore,
-    embedder: &dyn Embedder,
-    to_write: Vec<Chunk>,
-    stale: &[String],
-    batch_size: usize,
-    opts: &SyncOptions,
-) -> Result<(), SyncError> {
-    let ctx = CallContext::default();
-    let total = to_write.len();
-    let mut done = 0;
-    opts.report(SyncPhase::Upsert, done, total);
-    let mut pending = to_write.into_iter();
-    loop {
-        let batch: Vec<Chunk> = pending.by_ref().take(batch_size).collect();
-        if batch.is_empty() {
-            break;
-        }
-        let inputs: Vec<String> = batch.iter().map(|r| format!("{}{}", opts.document_prefix, r.document)).collect();
-        let embeddings = embedder.embed(&inputs, &ctx).await.map_err(SyncError::Embed)?;
-        let batch: Vec<EmbeddedChunk> =
-            batch.into_iter().zip(embeddings).map(|(chunk, embedding)| EmbeddedChunk { chunk, embedding }).collect();
-        store.upsert(&batch).await.map_err(SyncError::Upsert)?;
-        done += batch.len();
-        tracing::debug!(done, total, "sync: upserted a batch");
-        opts.report(SyncPhase::Upsert, done, total);
+fn check_options(namespace_id: &str, opts: &SyncOptions) -> Result<(), SyncError> {
+    if opts.batch_size == 0 {
+        return Err(SyncError::InvalidOptions("batch_size must be a positive integer".into()));
     }
-    // Deletion is reachable only once every upsert batch has succeeded.
-    opts.report(SyncPhase::Delete, 0, stale.len());
-    for (i, ids) in stale.chunks(batch_size).enumerate() {
-        store.delete(ids).await.map_err(SyncError::Delete)?;
-        let done = (i * batch_size + ids.len()).min(stale.len());
-        tracing::debug!(done, total = stale.len(), "sync: deleted a batch");
-        opts.report(SyncPhase::Delete, done, stale.len());
+    if namespace_id.is_empty() {
+        return Err(SyncError::InvalidOptions("namespace_id must not be empty".into()));
     }
     Ok(())
+}
+
+fn foreign_record(record: &Chunk, namespace_id: &str) -> SyncError {
+    SyncError::ForeignRecord {
+        id: record.id.clone(),
+        found: record.metadata.namespace_id.clone(),
+        expected: namespace_id.to_owned(),
+    }
+}
+
+/// A record id reduced to 16 bytes (the start of its SHA-256), which is all
+/// a sync keeps of the ids it has seen: a million ids of ~216 bytes take
+/// ~30 MB as digests instead of ~250 MB as strings. Two distinct ids share a
+/// digest with a probability of about 2⁻¹²⁸ per pair.
+type IdDigest = [u8; 16];
+
+fn digest(id: &str) -> IdDigest {
+    let full = Sha256::digest(id.as_bytes());
+    let mut out = [0; 16];
+    out.copy_from_slice(&full[..16]);
+    out
+}
+
+/// A sync fed record by record, for a build that is streamed rather than
+/// held ([`crate::BuildStream`]): the same guarantees and summary as
+/// [`sync`], except that records are checked as they come, so a foreign or
+/// duplicate record, or a failed embedding or upsert, stops the sync after
+/// the batches before it were written (and still before any deletion).
+///
+/// [`StreamSync::start`] lists the namespace and keeps a digest of each id;
+/// [`StreamSync::push`] diffs records against it, keeps the digests of the
+/// ids it has seen, and embeds and upserts every full batch of new records;
+/// [`StreamSync::finish`] writes the last batch, lists the namespace again
+/// to find its stale ids (only when some exist), deletes them in batches
+/// and verifies the count. Upserts go out in the order records are pushed.
+pub struct StreamSync<'a> {
+    store: &'a dyn IndexStore,
+    embedder: &'a dyn Embedder,
+    opts: &'a SyncOptions,
+    namespace_id: String,
+    started: Instant,
+    batch_size: usize,
+    existing: HashSet<IdDigest>,
+    desired: HashSet<IdDigest>,
+    unchanged: usize,
+    pending: Vec<Chunk>,
+    written: usize,
+    /// Known in advance when the records are ([`sync`]): then upsert
+    /// progress is reported against it.
+    upsert_total: Option<usize>,
+}
+
+impl fmt::Debug for StreamSync<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StreamSync")
+            .field("store", &self.store.name())
+            .field("namespace_id", &self.namespace_id)
+            .field("existing", &self.existing.len())
+            .field("desired", &self.desired.len())
+            .field("written", &self.written)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> StreamSync<'a> {
+    /// Checks the options and lists the namespace.
+    pub async fn start(
+        store: &'a dyn IndexStore,
+        embedder: &'a dyn Embedder,
+        namespace_id: &str,
+        opts: &'a SyncOptions,
+    ) -> Result<Self, SyncError> {
+        let started = opts.started.unwrap_or_else(Instant::now);
+        check_options(namespace_id, opts)?;
+        tracing::info!(namespace_id, store = store.name(), "sync: listing the namespace");
+        let existing: HashSet<IdDigest> =
+            store.namespace_ids(namespace_id).await.map_err(SyncError::List)?.iter().map(|id| digest(id)).collect();
+        Ok(StreamSync {
+            store,
+            embedder,
+            opts,
+            namespace_id: namespace_id.to_owned(),
+            started,
+            batch_size: opts.batch_size.min(store.max_batch_size()).max(1),
+            existing,
+            desired: HashSet::new(),
+            unchanged: 0,
+            pending: Vec::new(),
+            written: 0,
+            upsert_total: None,
+        })
+    }
+
+    /// Whether the namespace held `id` when the sync started.
+    pub fn is_stored(&self, id: &str) -> bool {
+        self.existing.contains(&digest(id))
+    }
+
+    /// Records pushed so far.
+    pub fn desired(&self) -> usize {
+        self.desired.len()
+    }
+
+    /// Takes the next records: each is checked (its namespace, an id not
+    /// pushed before), then counted as unchanged or queued for writing, and
+    /// every full batch is embedded and upserted (unless a dry run).
+    pub async fn push(&mut self, records: Vec<Chunk>) -> Result<(), SyncError> {
+        for record in records {
+            if record.metadata.namespace_id != self.namespace_id {
+                return Err(foreign_record(&record, &self.namespace_id));
+            }
+            let id = digest(&record.id);
+            if !self.desired.insert(id) {
+                return Err(SyncError::DuplicateId(record.id));
+            }
+            if self.existing.contains(&id) {
+                self.unchanged += 1;
+            } else if self.opts.dry_run {
+                self.written += 1;
+            } else {
+                self.pending.push(record);
+                if self.pending.len() >= self.batch_size {
+                    self.flush().await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Embeds and upserts the queued records as one batch.
+    async fn flush(&mut self) -> Result<(), SyncError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.pending);
+        let ctx = CallContext::default();
+        let inputs: Vec<String> =
+            batch.iter().map(|r| format!("{}{}", self.opts.document_prefix, r.document)).collect();
+        let embeddings = self.embedder.embed(&inputs, &ctx).await.map_err(SyncError::Embed)?;
+        drop(inputs);
+        let batch: Vec<EmbeddedChunk> =
+            batch.into_iter().zip(embeddings).map(|(chunk, embedding)| EmbeddedChunk { chunk, embedding }).collect();
+        self.store.upsert(&batch).await.map_err(SyncError::Upsert)?;
+        self.written += batch.len();
+        tracing::debug!(done = self.written, "sync: upserted a batch");
+        if let Some(total) = self.upsert_total {
+            self.opts.report(SyncPhase::Upsert, self.written, total);
+        }
+        Ok(())
+    }
+
+    /// Writes the last batch, then (only if every upsert succeeded) deletes
+    /// the stale ids and verifies the namespace.
+    pub async fn finish(mut self) -> Result<SyncSummary, SyncError> {
+        let desired_count = self.desired.len();
+        let mut summary = SyncSummary {
+            namespace_id: self.namespace_id.clone(),
+            chunks_desired: desired_count,
+            chunks_unchanged: self.unchanged,
+            dry_run: self.opts.dry_run,
+            ..SyncSummary::default()
+        };
+        // Ids listed at the start that no record claimed.
+        let stale_count = self.existing.len() - self.unchanged;
+        if self.opts.dry_run {
+            summary.chunks_added_or_updated = self.written;
+            summary.chunks_deleted = stale_count;
+        } else {
+            self.flush().await?;
+            summary.chunks_added_or_updated = self.written;
+            self.existing = HashSet::new();
+            let mut stale = Vec::new();
+            if stale_count > 0 {
+                let listed = self.store.namespace_ids(&self.namespace_id).await.map_err(SyncError::List)?;
+                stale = listed.into_iter().filter(|id| !self.desired.contains(&digest(id))).collect();
+                stale.sort_unstable();
+                stale.dedup();
+            }
+            summary.chunks_deleted = stale.len();
+            self.delete(&stale).await?;
+            let mut found = self.store.namespace_ids(&self.namespace_id).await.map_err(SyncError::List)?;
+            found.sort_unstable();
+            found.dedup();
+            let found = found.len();
+            if found != desired_count {
+                return Err(SyncError::Verification { expected: desired_count, found });
+            }
+        }
+        tracing::info!(
+            add_or_update = summary.chunks_added_or_updated,
+            unchanged = summary.chunks_unchanged,
+            delete = summary.chunks_deleted,
+            dry_run = self.opts.dry_run,
+            "sync: written"
+        );
+        summary.duration_ms = (self.started.elapsed().as_secs_f64() * 1000.0).round() as u64;
+        tracing::info!(namespace_id = self.namespace_id, duration_ms = summary.duration_ms, "sync: complete");
+        Ok(summary)
+    }
+
+    /// Deletes `stale` in batches; reachable only once every upsert batch
+    /// has succeeded.
+    async fn delete(&self, stale: &[String]) -> Result<(), SyncError> {
+        self.opts.report(SyncPhase::Delete, 0, stale.len());
+        let mut done = 0;
+        for ids in stale.chunks(self.batch_size) {
+            self.store.delete(ids).await.map_err(SyncError::Delete)?;
+            done += ids.len();
+            tracing::debug!(done, total = stale.len(), "sync: deleted a batch");
+            self.opts.report(SyncPhase::Delete, done, stale.len());
+        }
+        Ok(())
+    }
 }
 
 /// [`sync`] for a whole [`Build`] of `identity`, with every summary field set.

@@ -12,7 +12,10 @@ use async_trait::async_trait;
 use rr_core::{BackendError, CallContext, Chunk, EmbeddedChunk, Embedder, IndexStore};
 use rr_hash_embed::HashEmbedder;
 use rr_indexer::sync::{SyncPhase, SyncProgress};
-use rr_indexer::{Build, Identity, IndexOptions, SyncError, SyncOptions, SyncSummary, build, sync, sync_build};
+use rr_indexer::{
+    Build, Identity, IndexOptions, StreamSync, SyncError, SyncOptions, SyncSummary, build, build_stream, sync,
+    sync_build,
+};
 use rr_testkit::copy_dir;
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -600,6 +603,90 @@ async fn a_store_that_loses_writes_fails_verification() {
     let err = run_err(&store, &HashEmbedder::default(), &identity).await;
     assert!(matches!(err, SyncError::Verification { expected: 89, found: 0 }), "{err:?}");
     assert_eq!(err.to_string(), "verification failed: expected 89 namespace records, found 0");
+}
+
+/// Pushes a streamed build of `root` file by file into a [`StreamSync`].
+async fn stream_run(
+    store: &dyn IndexStore,
+    embedder: &dyn Embedder,
+    root: &Path,
+    identity: &Identity,
+    opts: &SyncOptions,
+) -> Result<SyncSummary, SyncError> {
+    let mut stream = build_stream(root, identity, &IndexOptions::default()).unwrap();
+    let mut sync = StreamSync::start(store, embedder, &identity.namespace_id(), opts).await?;
+    while let Some(group) = stream.next_group() {
+        for file in group.unwrap() {
+            sync.push(file.content.map(|(_, records)| records).unwrap_or_default()).await?;
+        }
+    }
+    Ok(sync.finish().await?.with_identity(identity).with_build_stats(&stream.stats()))
+}
+
+#[test]
+fn a_streamed_build_delivers_the_build_file_by_file_in_id_order() {
+    let identity = main_identity();
+    let whole = built(&corpus(), &identity);
+    for threads in [1, 3] {
+        let options = IndexOptions { threads, ..IndexOptions::default() };
+        let mut stream = build_stream(&corpus(), &identity, &options).unwrap();
+        assert_eq!(stream.files(), whole.stats.files_eligible);
+        let mut files = Vec::new();
+        while let Some(group) = stream.next_group() {
+            files.extend(group.unwrap());
+        }
+        assert_eq!(stream.stats(), whole.stats);
+        let streamed: Vec<Chunk> = files.iter().flat_map(|f| f.content.iter().flat_map(|(_, r)| r.clone())).collect();
+        let mut sorted = whole.records.clone();
+        sorted.sort_by(|a, b| a.id.cmp(&b.id));
+        assert_eq!(streamed, sorted, "the stream's records are the build's, in id order");
+        let mut positions: Vec<usize> = files.iter().map(|f| f.position).collect();
+        positions.sort_unstable();
+        assert_eq!(positions, (0..files.len()).collect::<Vec<_>>());
+        for file in &files {
+            if let Some((text, records)) = &file.content {
+                assert!(records.iter().all(|r| r.metadata.path == file.path));
+                assert!(!text.is_empty() || records.is_empty());
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_sync_writes_what_a_whole_sync_writes_in_the_same_calls() {
+    let dir = corpus_copy();
+    let identity = main_identity();
+    let (whole, streamed) = (MemoryStore::new(1000), MemoryStore::new(1000));
+    let opts = SyncOptions { batch_size: 7, ..SyncOptions::default() };
+    for _ in 0..2 {
+        let a = sync_build(&whole, &HashEmbedder::default(), built(dir.path(), &identity), &identity, &opts).await;
+        let b = stream_run(&streamed, &HashEmbedder::default(), dir.path(), &identity, &opts).await;
+        let (mut a, mut b) = (a.unwrap(), b.unwrap());
+        (a.duration_ms, b.duration_ms) = (0, 0);
+        assert_eq!(a, b);
+        assert_eq!(whole.calls(), streamed.calls());
+        assert_eq!(whole.namespace(&identity.namespace_id()), streamed.namespace(&identity.namespace_id()));
+        std::fs::remove_file(dir.path().join("docs/notes.txt")).unwrap_or_default();
+        std::fs::write(dir.path().join("docs/new.md"), "# New\n\nA new page.\n").unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_sync_refuses_a_record_pushed_twice_before_deleting_anything() {
+    let identity = main_identity();
+    let store = MemoryStore::new(1000);
+    run(&store, &HashEmbedder::default(), &corpus(), &identity).await;
+    let records = built(&corpus(), &identity).records;
+    let stale = Chunk { id: "stale".into(), metadata: records[0].metadata.clone(), ..Chunk::default() };
+    store.records.lock().unwrap().insert("stale".into(), EmbeddedChunk { chunk: stale, embedding: vec![1.0] });
+    store.clear_calls();
+    let opts = SyncOptions::default();
+    let embedder = HashEmbedder::default();
+    let mut sync = StreamSync::start(&store, &embedder, &identity.namespace_id(), &opts).await.unwrap();
+    sync.push(records[..10].to_vec()).await.unwrap();
+    let err = sync.push(records[5..6].to_vec()).await.unwrap_err();
+    assert_eq!(err.to_string(), format!("desired state contains duplicate deterministic record ID {}", records[5].id));
+    assert_eq!(store.deleted(), Vec::<String>::new());
 }
 
 // ---------------------------------------------------------------------------
