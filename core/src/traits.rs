@@ -43,7 +43,7 @@ pub trait Embedder: Send + Sync {
     /// whose nearest neighbours are a weak signal next to the lexical
     /// ranking says so with a lower weight.
     fn hybrid_weight_dense(&self) -> f64 {
-        crate::retrieval::DEFAULT_WEIGHT_DENSE
+        HybridOptions::default().weight_dense
     }
 }
 
