@@ -15,8 +15,8 @@ use std::time::Instant;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
 use rr_core::{
-    Embedder, HybridOptions, IndexStore, PipelineOptions, RerankChain, Reranker, RetrievalMode, SearchEngine,
-    VectorStore,
+    BackendError, EmbeddedChunk, Embedder, HybridOptions, IndexStore, PipelineOptions, RerankChain, Reranker,
+    RetrievalMode, SearchEngine, VectorStore,
 };
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_http::{HttpClient, HttpSettings};
@@ -336,11 +336,77 @@ async fn index_with(
     }
     let store = open_store(&request.store)?;
     let files = if request.dry_run { None } else { Some(store.as_ref()) };
-    let summary = stream_into(store.as_ref(), embedder.as_ref(), files, stream, &request, &opts).await?;
+    let writes = Coalesced::new(store.as_ref());
+    let summary = stream_into(&writes, embedder.as_ref(), files, stream, &request, &opts).await;
+    // Written even when the run failed: what the sync handed over is whole
+    // batches, which the next run then counts as unchanged.
+    let flushed = writes.flush().await;
+    let summary = summary?;
+    flushed.map_err(|e| LocalError::new(e.to_string()))?;
     if !request.dry_run {
         write_settings(&request.store, &settings)?;
     }
     Ok(summary)
+}
+
+/// The embedded store's writes, gathered into transactions of up to its
+/// largest batch. Each transaction of the embedded store rewrites the last
+/// posting block of every token its rows hold, so ten batches of 100 cost
+/// several times one of 1,000; the sync's own batches (and so the embedder's
+/// requests) keep `--batch-size`. Any other call writes what is gathered
+/// first, so deletions still come after every upsert has succeeded, and a
+/// run stopped halfway leaves whole transactions only.
+struct Coalesced<'a> {
+    store: &'a EmbeddedStore,
+    pending: tokio::sync::Mutex<Vec<EmbeddedChunk>>,
+}
+
+impl<'a> Coalesced<'a> {
+    fn new(store: &'a EmbeddedStore) -> Self {
+        Coalesced { store, pending: tokio::sync::Mutex::new(Vec::new()) }
+    }
+
+    /// Writes what is gathered, in one transaction.
+    async fn flush(&self) -> Result<(), BackendError> {
+        let mut pending = self.pending.lock().await;
+        if !pending.is_empty() {
+            IndexStore::upsert(self.store, &pending).await?;
+            pending.clear();
+        }
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl IndexStore for Coalesced<'_> {
+    fn name(&self) -> &str {
+        IndexStore::name(self.store)
+    }
+
+    fn max_batch_size(&self) -> usize {
+        IndexStore::max_batch_size(self.store)
+    }
+
+    async fn namespace_ids(&self, namespace_id: &str) -> Result<Vec<String>, BackendError> {
+        self.flush().await?;
+        self.store.namespace_ids(namespace_id).await
+    }
+
+    async fn upsert(&self, records: &[EmbeddedChunk]) -> Result<(), BackendError> {
+        let limit = IndexStore::max_batch_size(self.store);
+        let mut pending = self.pending.lock().await;
+        if pending.len() + records.len() > limit && !pending.is_empty() {
+            IndexStore::upsert(self.store, &pending).await?;
+            pending.clear();
+        }
+        pending.extend_from_slice(records);
+        Ok(())
+    }
+
+    async fn delete(&self, ids: &[String]) -> Result<(), BackendError> {
+        self.flush().await?;
+        self.store.delete(ids).await
+    }
 }
 
 /// Synchronises `stream` into `store` (see [`index`]); `files`, when set,
@@ -781,6 +847,50 @@ pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn chunk(id: &str) -> EmbeddedChunk {
+        EmbeddedChunk {
+            chunk: rr_core::Chunk {
+                id: id.into(),
+                document: format!("Source: acme/tools@main:src/{id}.rs\nType: text\n\nfn {id}() {{}}"),
+                metadata: rr_core::Metadata {
+                    schema_version: 1,
+                    namespace_id: "ns".into(),
+                    organization: "acme".into(),
+                    repository: "tools".into(),
+                    branch: "main".into(),
+                    path: format!("src/{id}.rs"),
+                    ..Default::default()
+                },
+            },
+            embedding: vec![1.0, 0.0],
+        }
+    }
+
+    #[tokio::test]
+    async fn gathered_writes_reach_the_store_before_any_read_or_delete_and_never_above_its_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let writes = Coalesced::new(&store);
+        writes.upsert(&[chunk("a"), chunk("b")]).await.unwrap();
+        writes.upsert(&[chunk("c")]).await.unwrap();
+        assert_eq!(store.len(), 0, "gathered, not yet written");
+        let mut ids = writes.namespace_ids("ns").await.unwrap();
+        ids.sort();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(store.len(), 3);
+        writes.upsert(&[chunk("d")]).await.unwrap();
+        writes.delete(&["a".to_string()]).await.unwrap();
+        assert_eq!(store.len(), 3, "d written before a was deleted");
+        // A batch that would pass the store's limit writes what was gathered first.
+        let limit = IndexStore::max_batch_size(&store);
+        let first: Vec<EmbeddedChunk> = (0..limit - 1).map(|i| chunk(&format!("x{i}"))).collect();
+        writes.upsert(&first).await.unwrap();
+        writes.upsert(&[chunk("y0"), chunk("y1")]).await.unwrap();
+        assert_eq!(store.len(), 3 + limit - 1);
+        writes.flush().await.unwrap();
+        assert_eq!(store.len(), 3 + limit + 1);
+    }
 
     /// The `hash` embedder, failing every call after the first `healthy` ones.
     struct FailingEmbedder {
