@@ -703,7 +703,18 @@ pub fn engine_with(
     choice: &RetrievalChoice,
     reranker: Option<Arc<dyn Reranker>>,
 ) -> Result<SearchEngine, LocalError> {
-    let open = open(store_dir)?;
+    engine_over(&open(store_dir)?, choice, reranker)
+}
+
+/// [`engine_with`] over a store already opened ([`open`]): the engine
+/// searches `open.store` itself, so a caller that also reads the store
+/// (the navigation tools) shares its in-memory index instead of opening
+/// the store a second time.
+pub fn engine_over(
+    open: &OpenStore,
+    choice: &RetrievalChoice,
+    reranker: Option<Arc<dyn Reranker>>,
+) -> Result<SearchEngine, LocalError> {
     let (retrieval, hybrid) =
         choice.resolve(open.store.as_ref(), open.embedder.as_ref(), cli_key).map_err(LocalError::new)?;
     let options = PipelineOptions {
@@ -712,7 +723,7 @@ pub fn engine_with(
         hybrid,
         ..PipelineOptions::default()
     };
-    Ok(SearchEngine::new(open.embedder, open.store, reranker, options))
+    Ok(SearchEngine::new(open.embedder.clone(), open.store.clone(), reranker, options))
 }
 
 /// A retrieval mode and hybrid weights as an operator gave them (a flag or

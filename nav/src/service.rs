@@ -87,8 +87,10 @@ pub const ADD_UNAVAILABLE: &str =
     "add_repository is not available on this server: it has no embedding endpoint to index the collection with.";
 
 impl NavService {
-    /// Opens the catalogue beside the embedded store and brings it up to date.
-    pub fn open(dir: &Path, store: EmbeddedStore, config: NavConfig) -> Result<Arc<Self>, String> {
+    /// Opens the catalogue beside the embedded store, already opened from
+    /// `dir` (the search engine's, when a server has both), and brings it up
+    /// to date.
+    pub fn open(dir: &Path, store: Arc<EmbeddedStore>, config: NavConfig) -> Result<Arc<Self>, String> {
         let catalogue = Catalogue::open(dir)
             .map_err(|e| format!("cannot open the repository catalogue in {}: {e}", dir.display()))?;
         Self::open_source(Arc::new(EmbeddedSource::new(dir, store)), catalogue, config)
@@ -97,7 +99,7 @@ impl NavService {
     /// Opens the embedded store in `dir` and the catalogue beside it.
     pub fn open_dir(dir: &Path, config: NavConfig) -> Result<Arc<Self>, String> {
         let store = EmbeddedStore::open(dir).map_err(|e| format!("cannot open the store at {}: {e}", dir.display()))?;
-        Self::open(dir, store, config)
+        Self::open(dir, Arc::new(store), config)
     }
 
     /// Reads a Chroma collection, with the catalogue in memory (repository
@@ -138,6 +140,11 @@ impl NavService {
     /// The embedded store's folder; `None` over a Chroma collection.
     pub fn dir(&self) -> Option<&Path> {
         self.source.store_dir()
+    }
+
+    /// The embedded store read; `None` over a Chroma collection.
+    pub fn embedded_store(&self) -> Option<&Arc<EmbeddedStore>> {
+        self.source.embedded()
     }
 
     /// The catalogue, locked.

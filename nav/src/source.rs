@@ -8,6 +8,7 @@
 //! definitions, the tools) is shared.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rr_core::Metadata;
 use rr_embedded::{EmbeddedStore, NamespaceInfo};
@@ -53,6 +54,12 @@ pub trait NavSource: Send + Sync {
     /// every tool call checks the fingerprint first (the embedded store is
     /// refreshed by `list_repositories` and by `add_repository` instead).
     fn changes_underneath(&self) -> bool;
+
+    /// The embedded store read, when the source is one; `None` for a Chroma
+    /// collection.
+    fn embedded(&self) -> Option<&Arc<EmbeddedStore>> {
+        None
+    }
 }
 
 /// Where `add_repository` writes the records of a new repository.
@@ -76,13 +83,17 @@ pub(crate) fn languages(metadata: &[Metadata]) -> std::collections::HashMap<&str
 }
 
 /// The embedded store: whole files from its `files` table.
+///
+/// It takes the store already opened, so that a server that also searches
+/// the store shares one handle: each open builds its own in-memory vector
+/// index and lexical cache, and two opens would hold them twice.
 pub struct EmbeddedSource {
     dir: PathBuf,
-    store: EmbeddedStore,
+    store: Arc<EmbeddedStore>,
 }
 
 impl EmbeddedSource {
-    pub fn new(dir: &Path, store: EmbeddedStore) -> Self {
+    pub fn new(dir: &Path, store: Arc<EmbeddedStore>) -> Self {
         EmbeddedSource { dir: dir.to_path_buf(), store }
     }
 }
@@ -145,5 +156,9 @@ impl NavSource for EmbeddedSource {
 
     fn changes_underneath(&self) -> bool {
         false
+    }
+
+    fn embedded(&self) -> Option<&Arc<EmbeddedStore>> {
+        Some(&self.store)
     }
 }

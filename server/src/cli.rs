@@ -469,12 +469,21 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 return Err(REMOTE_MODE.into());
             }
             let chroma = serve_config(&args.chroma, args.store.store.is_some() || args.stores.is_some())?;
+            let nav_config = (args.tools == "all").then(|| {
+                let mut config = crate::nav::NavConfig::default();
+                config.allow_loopback_git |= args.allow_loopback_git;
+                config
+            });
+            let mut local_nav = None;
             let engine = match (&chroma, &args.stores) {
                 (Some(config), _) => crate::app::build_engine(config)?,
                 (None, Some(file)) => crate::stores::engine(file).map_err(|e| e.to_string())?,
                 (None, None) => {
-                    crate::local::engine_with(&args.store.dir(), &args.retrieval.choice(), args.rerank.reranker()?)
-                        .map_err(|e| e.to_string())?
+                    let reranker = args.rerank.reranker()?;
+                    let local =
+                        local_services(&args.store.dir(), &args.retrieval.choice(), reranker, nav_config.clone())?;
+                    local_nav = local.nav;
+                    local.engine
                 }
             };
             let mut limits = rr_core::ArgLimits::default();
@@ -485,15 +494,14 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 .limits(limits)
                 .error_text(rr_mcp::ErrorText::Summary);
             let mut options = rr_mcp::http::HttpOptions::default();
-            if args.tools == "all" {
-                let mut config = crate::nav::NavConfig::default();
-                config.allow_loopback_git |= args.allow_loopback_git;
-                let nav = match &chroma {
-                    Some(chroma) => {
+            if let Some(config) = nav_config {
+                let nav = match (local_nav, &chroma) {
+                    (Some(nav), _) => nav,
+                    (None, Some(chroma)) => {
                         let source = chroma_source(chroma)?;
                         crate::nav::NavService::open_chroma(source, config).await?
                     }
-                    None => crate::nav::NavService::open_dir(&args.store.dir(), config)?,
+                    (None, None) => crate::nav::NavService::open_dir(&args.store.dir(), config)?,
                 };
                 server = server.navigation(std::sync::Arc::new(crate::mcp_nav::NavTools(nav)));
                 options.rate_limit = Some(args.rate_limit);
@@ -512,6 +520,29 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             Ok(true)
         }
     }
+}
+
+/// What `serve --store DIR` serves: the search engine and, with `--tools
+/// all`, the navigation service.
+pub struct LocalServices {
+    pub engine: rr_core::SearchEngine,
+    pub nav: Option<std::sync::Arc<crate::nav::NavService>>,
+}
+
+/// The search engine over the embedded store in `dir` and, given `nav`'s
+/// settings, the navigation service over the same store. The store is
+/// opened once and shared: each open builds its own in-memory vector index
+/// and lexical cache, which a second open would hold twice.
+pub fn local_services(
+    dir: &std::path::Path,
+    choice: &crate::local::RetrievalChoice,
+    reranker: Option<std::sync::Arc<dyn rr_core::Reranker>>,
+    nav: Option<crate::nav::NavConfig>,
+) -> Result<LocalServices, String> {
+    let open = crate::local::open(dir).map_err(|e| e.to_string())?;
+    let engine = crate::local::engine_over(&open, choice, reranker).map_err(|e| e.to_string())?;
+    let nav = nav.map(|config| crate::nav::NavService::open(dir, open.store, config)).transpose()?;
+    Ok(LocalServices { engine, nav })
 }
 
 /// The drop-in configuration `serve --chroma-url …` describes, or `None`

@@ -346,6 +346,38 @@ async fn issue5_pathological_regex_returns_within_the_budget_and_lists_the_file(
     assert_eq!(r["matches"][0]["file_path"], "small.txt");
 }
 
+/// Issue #10: `serve --store DIR --tools all` opens the store once; search
+/// and the navigation tools share the one in-memory index.
+#[tokio::test]
+async fn issue10_search_and_navigation_share_one_open_store() {
+    let dir = tempfile::tempdir().unwrap();
+    index(&corpus(), dir.path(), "acme", "widgets", "main").await;
+    let choice = repo_retriever::local::RetrievalChoice::default();
+    let local = repo_retriever::cli::local_services(dir.path(), &choice, None, Some(off())).unwrap();
+    let nav = local.nav.expect("--tools all has navigation");
+    let navigated = nav.embedded_store().expect("an embedded source");
+    let searched = &local.engine.stores()[0].store;
+    assert!(
+        std::ptr::addr_eq(Arc::as_ptr(searched), Arc::as_ptr(navigated)),
+        "search and navigation opened the store separately"
+    );
+    let list = ok(&nav, "list_repositories", json!({})).await;
+    assert_eq!(list["repositories"][0]["name"], "acme/widgets");
+
+    let search_only = repo_retriever::cli::local_services(dir.path(), &choice, None, None).unwrap();
+    assert!(search_only.nav.is_none());
+    let missing = dir.path().join("absent");
+    let err = repo_retriever::cli::local_services(&missing, &choice, None, Some(off())).err().unwrap();
+    assert_eq!(
+        err,
+        format!(
+            "no index at {}: run `repo-retriever index <folder> --store {}` first",
+            missing.display(),
+            missing.display()
+        )
+    );
+}
+
 fn server_for(nav: &Arc<NavService>, with_navigation: bool) -> rr_mcp::McpServer {
     let engine = repo_retriever::local::engine(nav.dir().unwrap()).unwrap();
     let server = rr_mcp::McpServer::builder(engine, "repo-retriever", "test");
