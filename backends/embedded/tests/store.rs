@@ -527,18 +527,15 @@ fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
     drop(filled(dir.path(), &records));
     // What a version-1 build left: the full-text table without the stems and
     // names columns.
-    let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
-    conn.execute_batch(
+    let store = reopened_after(
+        dir.path(),
         "DROP TABLE chunks_fts;
          CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, idents, content = '', contentless_delete = 1,
              tokenize = 'unicode61 remove_diacritics 2');
          INSERT INTO chunks_fts (rowid, body, idents) SELECT pk, document, '' FROM chunks;
          DROP TABLE lexicon; DROP TABLE postings;
          UPDATE schema_version SET version = 1;",
-    )
-    .unwrap();
-    drop(conn);
-    let store = opened_at_this_version(dir.path());
+    );
     // "parsing" meets "parsed" only through the stems column (`pars`), which
     // the refill wrote.
     let hits = store.lexical_search("parsing", &SearchFilter::default(), 5).unwrap();
@@ -567,21 +564,27 @@ fn a_version_2_store_gets_its_comments_column_when_opened() {
     drop(filled(dir.path(), &records));
     // What a version-2 build left: four columns, comments in the body, and
     // no lexical index.
-    let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
-    conn.execute_batch(
+    let store = reopened_after(
+        dir.path(),
         "DROP TABLE chunks_fts;
          CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, idents, stems, names, content = '',
              contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2');
          INSERT INTO chunks_fts (rowid, body, idents, stems, names) SELECT pk, document, '', '', '' FROM chunks;
          DROP TABLE lexicon; DROP TABLE postings;
          UPDATE schema_version SET version = 2;",
-    )
-    .unwrap();
-    drop(conn);
-    let store = opened_at_this_version(dir.path());
+    );
     // With the comment weighed as code, the shorter chunk would lead.
     let hits = store.lexical_search("widget", &SearchFilter::default(), 5).unwrap();
     assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["calls", "mentions"]);
+}
+
+/// The store in `dir` opened by this build after `sql` turned it back into
+/// what an older build left.
+fn reopened_after(dir: &Path, sql: &str) -> EmbeddedStore {
+    let conn = rusqlite::Connection::open(dir.join(rr_embedded::DATABASE_FILE)).unwrap();
+    conn.execute_batch(sql).unwrap();
+    drop(conn);
+    opened_at_this_version(dir)
 }
 
 /// The store in `dir` opened by this build: its migrations ran, and what
