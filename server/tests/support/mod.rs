@@ -808,13 +808,26 @@ impl RawStdio {
         self.stderr.lock().unwrap().clone()
     }
 
-    /// Closes stdin (EOF) and waits for the exit.
+    /// Closes stdin (EOF) and waits for the exit, and for every line written before it to be
+    /// read (the reader ends at EOF on stdout): [`RawStdio::stdout_lines`] is then complete.
     pub async fn close(&mut self) -> ExitStatus {
         self.stdin.take();
-        tokio::time::timeout(self.timeout, self.child.wait())
+        let status = tokio::time::timeout(self.timeout, self.child.wait())
             .await
             .unwrap_or_else(|_| panic!("the server did not exit within {:?} after EOF on stdin", self.timeout))
-            .expect("wait for the server")
+            .expect("wait for the server");
+        let drained = tokio::time::timeout(self.timeout, async {
+            while let Some(line) = self.rx.recv().await {
+                if let Ok(msg) = serde_json::from_str::<Value>(&line)
+                    && let Some(id) = msg.get("id")
+                {
+                    self.pending.insert(id.to_string(), msg);
+                }
+            }
+        })
+        .await;
+        assert!(drained.is_ok(), "stdout stayed open {:?} after the server exited", self.timeout);
+        status
     }
 }
 
