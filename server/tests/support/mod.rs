@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use rmcp::ServiceExt as _;
 use rmcp::model::{CallToolRequestParams, ClientRequest, ServerResult};
@@ -409,18 +410,19 @@ impl Server {
     }
 
     /// Spawns the binary in stdio mode with piped stdin, stdout and stderr.
-    fn spawn_stdio(&self) -> (tokio::process::Child, Arc<Mutex<String>>) {
+    /// The child, its stderr as read so far, and the task reading it (done at EOF).
+    fn spawn_stdio(&self) -> (tokio::process::Child, Arc<Mutex<String>>, JoinHandle<()>) {
         let mut cmd = self.command(&[]);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {}: {e}", server_bin().display()));
         let stderr = Arc::new(Mutex::new(String::new()));
-        collect_text(child.stderr.take().expect("stderr"), stderr.clone());
-        (child, stderr)
+        let reader = collect_text(child.stderr.take().expect("stderr"), stderr.clone());
+        (child, stderr, reader)
     }
 
     /// Spawns the binary in stdio mode and opens an rmcp client session with it (initialised).
     pub async fn stdio(&self) -> McpClient {
-        let (mut child, stderr) = self.spawn_stdio();
+        let (mut child, stderr, stderr_reader) = self.spawn_stdio();
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         // rmcp reads the server's stdout through a pipe of our own, so that the lines as written
@@ -428,9 +430,10 @@ impl Server {
         let (client_read, mut tee) = tokio::io::duplex(1 << 20);
         let stdout_lines = Arc::new(Mutex::new(Vec::new()));
         let lines = stdout_lines.clone();
-        tokio::spawn(async move {
+        let stdout_reader = tokio::spawn(async move {
             let mut reader = BufReader::new(stdout);
             let mut buf = Vec::new();
+            let mut teeing = true;
             loop {
                 buf.clear();
                 match reader.read_until(b'\n', &mut buf).await {
@@ -438,9 +441,8 @@ impl Server {
                     Ok(_) => {
                         let line = String::from_utf8_lossy(&buf).trim_end_matches(['\n', '\r']).to_string();
                         lines.lock().unwrap().push(line);
-                        if tee.write_all(&buf).await.is_err() {
-                            break;
-                        }
+                        // Once the client has gone, the lines are still recorded to the end.
+                        teeing = teeing && tee.write_all(&buf).await.is_ok();
                     }
                 }
             }
@@ -451,12 +453,17 @@ impl Server {
             Ok(Err(e)) => panic!("initialize failed: {e}; stderr:\n{}", stderr.lock().unwrap()),
             Err(_) => panic!("no initialize answer within {timeout:?}; stderr:\n{}", stderr.lock().unwrap()),
         };
-        McpClient { session: Session { service: Some(service), timeout, stderr }, child, stdout_lines }
+        McpClient {
+            session: Session { service: Some(service), timeout, stderr },
+            child,
+            stdout_lines,
+            readers: vec![stdout_reader, stderr_reader],
+        }
     }
 
     /// Spawns the binary in stdio mode for raw newline-delimited JSON-RPC: see [`RawStdio`].
     pub async fn raw_stdio(&self) -> RawStdio {
-        let (mut child, stderr) = self.spawn_stdio();
+        let (mut child, stderr, stderr_reader) = self.spawn_stdio();
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
         let stdout_lines = Arc::new(Mutex::new(Vec::new()));
@@ -478,6 +485,7 @@ impl Server {
             pending: HashMap::new(),
             stdout_lines,
             stderr,
+            stderr_reader: Some(stderr_reader),
             next_id: 1,
             timeout: self.response_timeout(),
         }
@@ -525,7 +533,7 @@ impl Server {
     }
 }
 
-fn collect_text(pipe: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<String>>) {
+fn collect_text(pipe: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<String>>) -> JoinHandle<()> {
     tokio::spawn(async move {
         let mut reader = BufReader::new(pipe);
         let mut buf = Vec::new();
@@ -536,7 +544,7 @@ fn collect_text(pipe: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<S
                 Ok(_) => into.lock().unwrap().push_str(&String::from_utf8_lossy(&buf)),
             }
         }
-    });
+    })
 }
 
 fn collect_lines(pipe: impl AsyncRead + Unpin + Send + 'static, into: Arc<Mutex<Vec<String>>>) {
@@ -643,6 +651,8 @@ pub struct McpClient {
     session: Session,
     child: tokio::process::Child,
     stdout_lines: Arc<Mutex<Vec<String>>>,
+    /// The tasks reading stdout and stderr, done at EOF: [`McpClient::close`] waits for them.
+    readers: Vec<JoinHandle<()>>,
 }
 
 impl std::ops::Deref for McpClient {
@@ -690,13 +700,19 @@ impl McpClient {
     }
 
     /// Ends the session (EOF on the server's stdin) and waits for the exit.
+    /// Ends the session and waits for the exit, and for stdout and stderr to be read to their
+    /// end: what the tests read of them afterwards is complete.
     pub async fn close(&mut self) -> ExitStatus {
         self.session.cancel().await;
         let timeout = self.session.timeout;
-        tokio::time::timeout(timeout, self.child.wait())
+        let status = tokio::time::timeout(timeout, self.child.wait())
             .await
             .unwrap_or_else(|_| panic!("the server did not exit within {timeout:?} after EOF on stdin"))
-            .expect("wait for the server")
+            .expect("wait for the server");
+        for reader in self.readers.drain(..) {
+            assert!(tokio::time::timeout(timeout, reader).await.is_ok(), "output stayed open after the exit");
+        }
+        status
     }
 }
 
@@ -718,6 +734,8 @@ pub struct RawStdio {
     pending: HashMap<String, Value>,
     stdout_lines: Arc<Mutex<Vec<String>>>,
     stderr: Arc<Mutex<String>>,
+    /// The task reading stderr, done at EOF: [`RawStdio::close`] waits for it.
+    stderr_reader: Option<JoinHandle<()>>,
     next_id: u64,
     timeout: Duration,
 }
@@ -808,8 +826,9 @@ impl RawStdio {
         self.stderr.lock().unwrap().clone()
     }
 
-    /// Closes stdin (EOF) and waits for the exit, and for every line written before it to be
-    /// read (the reader ends at EOF on stdout): [`RawStdio::stdout_lines`] is then complete.
+    /// Closes stdin (EOF) and waits for the exit, and for everything written before it to be
+    /// read (the readers end at EOF): [`RawStdio::stdout_lines`] and [`RawStdio::stderr`] are
+    /// then complete.
     pub async fn close(&mut self) -> ExitStatus {
         self.stdin.take();
         let status = tokio::time::timeout(self.timeout, self.child.wait())
@@ -827,6 +846,9 @@ impl RawStdio {
         })
         .await;
         assert!(drained.is_ok(), "stdout stayed open {:?} after the server exited", self.timeout);
+        if let Some(reader) = self.stderr_reader.take() {
+            assert!(tokio::time::timeout(self.timeout, reader).await.is_ok(), "stderr stayed open after the exit");
+        }
         status
     }
 }
