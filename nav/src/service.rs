@@ -96,10 +96,13 @@ impl NavService {
         Self::open_source(Arc::new(EmbeddedSource::new(dir, store)), catalogue, config)
     }
 
-    /// Opens the embedded store in `dir` and the catalogue beside it.
+    /// Opens the embedded store in `dir` (the search engine's, when it serves
+    /// the same folder: see [`rr_embedded::registry::shared`]) and the
+    /// catalogue beside it.
     pub fn open_dir(dir: &Path, config: NavConfig) -> Result<Arc<Self>, String> {
-        let store = EmbeddedStore::open(dir).map_err(|e| format!("cannot open the store at {}: {e}", dir.display()))?;
-        Self::open(dir, Arc::new(store), config)
+        let store = rr_embedded::registry::shared(dir)
+            .map_err(|e| format!("cannot open the store at {}: {e}", dir.display()))?;
+        Self::open(dir, store, config)
     }
 
     /// Reads a Chroma collection, with the catalogue in memory (repository

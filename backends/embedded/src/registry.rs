@@ -4,10 +4,15 @@
 //! The embedded default (`serve --store`, `search`, `eval`) builds its store
 //! through this kind like every other backend, and reaches the concrete
 //! [`EmbeddedStore`] behind it with [`embedded`] rather than opening the
-//! database and its vector index a second time.
+//! database and its vector index a second time. Every open through this
+//! module ([`shared`]) of a folder already open in the process hands back the
+//! same store: `serve --stores FILE --tools all` reads the store folder the
+//! file names and the navigation tools read, and each open would otherwise
+//! hold its own vector index and lexical cache.
 
-use std::path::PathBuf;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
 
 use async_trait::async_trait;
 use rr_core::registry::{FactoryContext, FactoryError};
@@ -16,7 +21,27 @@ use rr_core::{BackendError, CallContext, Candidate, VectorQuery, VectorStore};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{EmbeddedStore, STORE_NAME};
+use crate::{EmbeddedError, EmbeddedStore, STORE_NAME};
+
+/// The stores open in this process, by canonical folder.
+static OPEN: LazyLock<Mutex<HashMap<PathBuf, Weak<EmbeddedStore>>>> = LazyLock::new(Default::default);
+
+/// The store in `dir`, opened once per process: while a caller holds it, every
+/// other caller naming the same folder (by any path) gets the same store.
+pub fn shared(dir: &Path) -> Result<Arc<EmbeddedStore>, EmbeddedError> {
+    let mut open = OPEN.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let key = dir.canonicalize().ok();
+    if let Some(store) = key.as_ref().and_then(|key| open.get(key)).and_then(Weak::upgrade) {
+        return Ok(store);
+    }
+    let store = Arc::new(EmbeddedStore::open(dir)?);
+    // Opening creates the folder, so it has a canonical path now.
+    if let Ok(key) = dir.canonicalize() {
+        open.retain(|_, store| store.strong_count() > 0);
+        open.insert(key, Arc::downgrade(&store));
+    }
+    Ok(store)
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,8 +82,8 @@ fn create(config: &Value, _ctx: &FactoryContext) -> Result<Arc<dyn VectorStore>,
     if !s.path.is_dir() {
         return Err(FactoryError::new(format!("path: {} is not a store folder", s.path.display())));
     }
-    EmbeddedStore::open(&s.path)
-        .map(|store| Arc::new(Registered(Arc::new(store))) as Arc<dyn VectorStore>)
+    shared(&s.path)
+        .map(|store| Arc::new(Registered(store)) as Arc<dyn VectorStore>)
         .map_err(|e| FactoryError::new(format!("cannot open the store at {}: {e}", s.path.display())))
 }
 
@@ -91,5 +116,24 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &second));
         assert_eq!(Arc::strong_count(&first), 3);
         assert!(embedded(&Other).is_none());
+    }
+
+    #[test]
+    fn a_folder_open_in_the_process_is_opened_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = FactoryContext::new("test");
+        let built = create(&serde_json::json!({ "path": dir.path() }), &ctx).unwrap();
+        // Another spelling of the same folder.
+        let other_path = dir.path().join(".").join("..").join(dir.path().file_name().unwrap());
+        let again = shared(&other_path).unwrap();
+        assert!(Arc::ptr_eq(&embedded(built.as_ref()).unwrap(), &again));
+        let elsewhere = tempfile::tempdir().unwrap();
+        assert!(!Arc::ptr_eq(&shared(elsewhere.path()).unwrap(), &again));
+        // Once nobody holds it, the next open is a new store.
+        let weak = Arc::downgrade(&again);
+        drop((built, again));
+        assert!(weak.upgrade().is_none());
+        let reopened = shared(dir.path()).unwrap();
+        assert_eq!(Arc::strong_count(&reopened), 1);
     }
 }
