@@ -83,7 +83,8 @@ async fn a_hung_server_times_out_each_attempt() {
 async fn a_stalled_body_is_a_read_error_and_not_retried() {
     let server = FakeServer::sequence(vec![Reply::StallBody { status: 200, first: b"{\"ok\":".to_vec() }]).await;
     let mut s = settings(3);
-    s.request_timeout = Duration::from_millis(200);
+    // Long enough for the headers to arrive on a loaded machine: the deadline must hit the body.
+    s.request_timeout = Duration::from_millis(1000);
     let client = instant_client(s);
     let err = get(&client, &format!("{}/x", server.url())).await.unwrap_err();
     assert_eq!(
@@ -294,7 +295,8 @@ async fn issue12_a_slow_body_ends_at_the_deadline() {
     let server =
         FakeServer::sequence(vec![Reply::Trickle { chunk: b" ".to_vec(), every: Duration::from_millis(50) }]).await;
     let mut s = settings(1);
-    s.request_timeout = Duration::from_millis(400);
+    // Long enough for the headers to arrive on a loaded machine: the deadline must hit the body.
+    s.request_timeout = Duration::from_millis(1000);
     let client = instant_client(s);
     let started = std::time::Instant::now();
     let err = get(&client, &format!("{}/x", server.url())).await.unwrap_err();
