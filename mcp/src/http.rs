@@ -2,7 +2,9 @@
 //! session ids), 404 everywhere else, one JSON log line per request on
 //! stdout.
 //!
-//! rmcp answers the protocol; two tower layers around it do what an
+//! rmcp answers the protocol: a plain request through its `ServerHandler`
+//! directly (`direct`, which says why and when), anything else through
+//! its stateless service. Two tower layers around it do what an
 //! operator of the reference relies on: the log line (outermost, every
 //! path), then at `/mcp` the Host guard (DNS rebinding), the body cap and
 //! read timeout, the framing check of [`crate::frame`] and the rate limit of
@@ -33,6 +35,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio::net::TcpListener;
 use tower::ServiceExt as _;
 
+use crate::direct::{Direct, Served};
 use crate::frame::{self, KeptId, Verdict};
 
 /// How rmcp's service answers a body it cannot decode (HTTP 415); the
@@ -103,10 +106,12 @@ pub fn router(server: McpServer, options: HttpOptions) -> Router {
         // client of a server bound to all interfaces.
         .disable_allowed_hosts()
         .with_max_request_body_bytes(MAX_BODY_BYTES);
+    let direct = Arc::new(Direct::new(server.clone()));
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config);
     let limiter = options.rate_limit.filter(|n| *n > 0).map(|n| Arc::new(RateLimiter::new(n)));
+    let state = Endpoint { limiter, direct };
     let endpoint =
-        Router::new().route_service("/mcp", mcp).layer(middleware::from_fn_with_state(limiter, endpoint_checks));
+        Router::new().route_service("/mcp", mcp).layer(middleware::from_fn_with_state(state, endpoint_checks));
     Router::new().merge(endpoint).fallback(not_found).layer(middleware::from_fn(log_request))
 }
 
@@ -151,6 +156,10 @@ fn plain(status: StatusCode, message: &str) -> Response {
 }
 
 fn json(status: StatusCode, body: String) -> Response {
+    json_bytes(status, body.into_bytes())
+}
+
+fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -177,8 +186,16 @@ fn connection(request: &Request) -> Option<LocalAddr> {
     request.extensions().get::<ConnectInfo<LocalAddr>>().map(|c| c.0)
 }
 
+/// What the checks of `/mcp` hold: the rate limit, and the direct path
+/// that serves plain requests without rmcp's per-request service.
+#[derive(Debug, Clone)]
+struct Endpoint {
+    limiter: Option<Arc<RateLimiter>>,
+    direct: Arc<Direct>,
+}
+
 /// The checks of `/mcp`, in order: Host guard, body, framing, rate limit.
-async fn endpoint_checks(State(limiter): State<Option<Arc<RateLimiter>>>, request: Request, next: Next) -> Response {
+async fn endpoint_checks(State(endpoint): State<Endpoint>, request: Request, next: Next) -> Response {
     if let Some(refusal) = host_guard(&request) {
         return refusal;
     }
@@ -186,7 +203,7 @@ async fn endpoint_checks(State(limiter): State<Option<Arc<RateLimiter>>>, reques
         return next.run(request).await;
     }
     match read_body(request).await {
-        Ok((parts, bytes)) => check_frame(parts, bytes, limiter.as_deref(), next).await,
+        Ok((parts, bytes)) => check_frame(parts, bytes, &endpoint, next).await,
         Err(refusal) => refusal,
     }
 }
@@ -227,19 +244,36 @@ async fn read_body(request: Request) -> Result<(http::request::Parts, Bytes), Re
 
 /// [`frame::screen`] on the body: what rmcp would refuse without a
 /// JSON-RPC answer is answered here; a kept id is put back in the reply.
-/// rmcp decodes the typed message itself; only a body it cannot decode is
-/// decoded again, by [`frame::inspect`], for the answer.
-async fn check_frame(parts: http::request::Parts, bytes: Bytes, limiter: Option<&RateLimiter>, next: Next) -> Response {
-    let (body, kept) = match frame::screen(&bytes) {
+/// A plain request is then served by [`Direct`], anything else by rmcp's
+/// service. Either decodes the typed message itself; only a body rmcp
+/// cannot decode is decoded again, by [`frame::inspect`], for the answer.
+async fn check_frame(parts: http::request::Parts, bytes: Bytes, endpoint: &Endpoint, next: Next) -> Response {
+    let (body, kept, method) = match frame::screen(&bytes) {
         Err(verdict) => return answer(verdict, &bytes),
         Ok(screened) => {
+            let limiter = endpoint.limiter.as_deref();
             if let Some(limited) = rate_limit(limiter, &parts, screened.method.as_deref(), screened.readable_id) {
                 return limited;
             }
             match screened.swapped {
-                None => (bytes.clone(), None),
-                Some(swapped) => (Bytes::from(swapped), screened.kept),
+                None => (bytes.clone(), None, screened.method),
+                Some(swapped) => (Bytes::from(swapped), screened.kept, screened.method),
             }
+        }
+    };
+    let parts = match endpoint.direct.serve(parts, &body, method.as_deref()).await {
+        Served::Reply(reply) => {
+            let response = json_bytes(StatusCode::OK, reply);
+            return match kept {
+                None => response,
+                Some(kept) => restore_kept_id(response, kept).await,
+            };
+        }
+        Served::ToRmcp(parts) => parts,
+        Served::Unencodable(text) => {
+            let mut response = Response::new(Body::from(text));
+            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            return response;
         }
     };
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;
