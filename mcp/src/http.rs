@@ -25,7 +25,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -44,6 +44,7 @@ const RMCP_UNDECODABLE: &[u8] = b"fail to deserialize request body";
 use crate::ratelimit::RateLimiter;
 use crate::search::{ToolLog, quote};
 use crate::server::{McpServer, ToolLogSlot, text_result};
+use crate::timer::CoarseTimer;
 
 /// Request bodies above this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -118,6 +119,7 @@ pub fn router(server: McpServer, options: HttpOptions) -> Router {
 /// Serves until the process ends.
 pub async fn serve(listener: TcpListener, server: McpServer, options: HttpOptions) -> std::io::Result<()> {
     let app = router(server, options);
+    let timer = CoarseTimer::start();
     loop {
         let (stream, remote) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -130,13 +132,14 @@ pub async fn serve(listener: TcpListener, server: McpServer, options: HttpOption
         };
         let local = LocalAddr(stream.local_addr().ok(), Some(remote));
         let app = app.clone();
+        let timer = timer.clone();
         tokio::spawn(async move {
             let service = tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(local));
                 app.clone().oneshot(request.map(Body::new))
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+            builder.timer(timer).header_read_timeout(HEADER_READ_TIMEOUT);
             let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "HTTP connection ended");

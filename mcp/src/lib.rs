@@ -30,6 +30,7 @@ pub mod ratelimit;
 pub mod search;
 pub mod server;
 pub mod stdio;
+mod timer;
 
 pub use quote::{SHOWN_CHARS, shown};
 pub use search::{ErrorText, ToolLog, ToolOutcome};
