@@ -2,7 +2,9 @@
 //! session ids), 404 everywhere else, one JSON log line per request on
 //! stdout.
 //!
-//! rmcp answers the protocol; two tower layers around it do what an
+//! rmcp answers the protocol: a plain request through its `ServerHandler`
+//! directly (`direct`, which says why and when), anything else through
+//! its stateless service. Two tower layers around it do what an
 //! operator of the reference relies on: the log line (outermost, every
 //! path), then at `/mcp` the Host guard (DNS rebinding), the body cap and
 //! read timeout, the framing check of [`crate::frame`] and the rate limit of
@@ -23,7 +25,7 @@ use axum::middleware::{self, Next};
 use axum::response::Response;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -33,6 +35,7 @@ use time::format_description::well_known::Rfc3339;
 use tokio::net::TcpListener;
 use tower::ServiceExt as _;
 
+use crate::direct::{Direct, Served};
 use crate::frame::{self, KeptId, Verdict};
 
 /// How rmcp's service answers a body it cannot decode (HTTP 415); the
@@ -41,6 +44,7 @@ const RMCP_UNDECODABLE: &[u8] = b"fail to deserialize request body";
 use crate::ratelimit::RateLimiter;
 use crate::search::{ToolLog, quote};
 use crate::server::{McpServer, ToolLogSlot, text_result};
+use crate::timer::CoarseTimer;
 
 /// Request bodies above this are refused with 413.
 pub const MAX_BODY_BYTES: usize = 4 << 20;
@@ -103,16 +107,19 @@ pub fn router(server: McpServer, options: HttpOptions) -> Router {
         // client of a server bound to all interfaces.
         .disable_allowed_hosts()
         .with_max_request_body_bytes(MAX_BODY_BYTES);
+    let direct = Arc::new(Direct::new(server.clone()));
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config);
     let limiter = options.rate_limit.filter(|n| *n > 0).map(|n| Arc::new(RateLimiter::new(n)));
+    let state = Endpoint { limiter, direct };
     let endpoint =
-        Router::new().route_service("/mcp", mcp).layer(middleware::from_fn_with_state(limiter, endpoint_checks));
+        Router::new().route_service("/mcp", mcp).layer(middleware::from_fn_with_state(state, endpoint_checks));
     Router::new().merge(endpoint).fallback(not_found).layer(middleware::from_fn(log_request))
 }
 
 /// Serves until the process ends.
 pub async fn serve(listener: TcpListener, server: McpServer, options: HttpOptions) -> std::io::Result<()> {
     let app = router(server, options);
+    let timer = CoarseTimer::start();
     loop {
         let (stream, remote) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -125,13 +132,14 @@ pub async fn serve(listener: TcpListener, server: McpServer, options: HttpOption
         };
         let local = LocalAddr(stream.local_addr().ok(), Some(remote));
         let app = app.clone();
+        let timer = timer.clone();
         tokio::spawn(async move {
             let service = tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                 request.extensions_mut().insert(ConnectInfo(local));
                 app.clone().oneshot(request.map(Body::new))
             });
             let mut builder = hyper::server::conn::http1::Builder::new();
-            builder.timer(TokioTimer::new()).header_read_timeout(HEADER_READ_TIMEOUT);
+            builder.timer(timer).header_read_timeout(HEADER_READ_TIMEOUT);
             let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
             if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "HTTP connection ended");
@@ -151,6 +159,10 @@ fn plain(status: StatusCode, message: &str) -> Response {
 }
 
 fn json(status: StatusCode, body: String) -> Response {
+    json_bytes(status, body.into_bytes())
+}
+
+fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -177,8 +189,16 @@ fn connection(request: &Request) -> Option<LocalAddr> {
     request.extensions().get::<ConnectInfo<LocalAddr>>().map(|c| c.0)
 }
 
+/// What the checks of `/mcp` hold: the rate limit, and the direct path
+/// that serves plain requests without rmcp's per-request service.
+#[derive(Debug, Clone)]
+struct Endpoint {
+    limiter: Option<Arc<RateLimiter>>,
+    direct: Arc<Direct>,
+}
+
 /// The checks of `/mcp`, in order: Host guard, body, framing, rate limit.
-async fn endpoint_checks(State(limiter): State<Option<Arc<RateLimiter>>>, request: Request, next: Next) -> Response {
+async fn endpoint_checks(State(endpoint): State<Endpoint>, request: Request, next: Next) -> Response {
     if let Some(refusal) = host_guard(&request) {
         return refusal;
     }
@@ -186,7 +206,7 @@ async fn endpoint_checks(State(limiter): State<Option<Arc<RateLimiter>>>, reques
         return next.run(request).await;
     }
     match read_body(request).await {
-        Ok((parts, bytes)) => check_frame(parts, bytes, limiter.as_deref(), next).await,
+        Ok((parts, bytes)) => check_frame(parts, bytes, &endpoint, next).await,
         Err(refusal) => refusal,
     }
 }
@@ -227,19 +247,36 @@ async fn read_body(request: Request) -> Result<(http::request::Parts, Bytes), Re
 
 /// [`frame::screen`] on the body: what rmcp would refuse without a
 /// JSON-RPC answer is answered here; a kept id is put back in the reply.
-/// rmcp decodes the typed message itself; only a body it cannot decode is
-/// decoded again, by [`frame::inspect`], for the answer.
-async fn check_frame(parts: http::request::Parts, bytes: Bytes, limiter: Option<&RateLimiter>, next: Next) -> Response {
-    let (body, kept) = match frame::screen(&bytes) {
+/// A plain request is then served by [`Direct`], anything else by rmcp's
+/// service. Either decodes the typed message itself; only a body rmcp
+/// cannot decode is decoded again, by [`frame::inspect`], for the answer.
+async fn check_frame(parts: http::request::Parts, bytes: Bytes, endpoint: &Endpoint, next: Next) -> Response {
+    let (body, kept, method) = match frame::screen(&bytes) {
         Err(verdict) => return answer(verdict, &bytes),
         Ok(screened) => {
+            let limiter = endpoint.limiter.as_deref();
             if let Some(limited) = rate_limit(limiter, &parts, screened.method.as_deref(), screened.readable_id) {
                 return limited;
             }
             match screened.swapped {
-                None => (bytes.clone(), None),
-                Some(swapped) => (Bytes::from(swapped), screened.kept),
+                None => (bytes.clone(), None, screened.method),
+                Some(swapped) => (Bytes::from(swapped), screened.kept, screened.method),
             }
+        }
+    };
+    let parts = match endpoint.direct.serve(parts, &body, method.as_deref()).await {
+        Served::Reply(reply) => {
+            let response = json_bytes(StatusCode::OK, reply);
+            return match kept {
+                None => response,
+                Some(kept) => restore_kept_id(response, kept).await,
+            };
+        }
+        Served::ToRmcp(parts) => parts,
+        Served::Unencodable(text) => {
+            let mut response = Response::new(Body::from(text));
+            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            return response;
         }
     };
     let response = next.run(Request::from_parts(parts, Body::from(body))).await;

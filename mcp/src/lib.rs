@@ -18,8 +18,11 @@
 //!   session gate of the reference (one `initialize`, then requests);
 //! - [`http`], rmcp's stateless Streamable HTTP service (JSON responses) in
 //!   axum, behind tower layers for the Host guard, the per-request log line,
-//!   the body cap and read timeouts, the rate limit, and the framing check.
+//!   the body cap and read timeouts, the rate limit, and the framing check;
+//!   the plain requests among them (a tool call, a listing, a ping) reach
+//!   the handler directly, without the service rmcp starts per request.
 
+mod direct;
 pub mod frame;
 pub mod http;
 pub mod quote;
@@ -27,6 +30,7 @@ pub mod ratelimit;
 pub mod search;
 pub mod server;
 pub mod stdio;
+mod timer;
 
 pub use quote::{SHOWN_CHARS, shown};
 pub use search::{ErrorText, ToolLog, ToolOutcome};

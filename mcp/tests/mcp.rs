@@ -234,3 +234,75 @@ async fn issue10_slow_bodies_are_cut_off() {
     assert!(reply.starts_with("HTTP/1.1 408 "), "{reply}");
     assert!(took < http::BODY_READ_TIMEOUT + Duration::from_secs(4), "{took:?}");
 }
+
+/// Status, content type and body of `request` as `app` answers it.
+async fn answer(app: &axum::Router, request: axum::http::Request<Body>) -> (u16, Option<String>, String) {
+    let response = app.clone().oneshot(request).await.unwrap();
+    let status = response.status().as_u16();
+    let content_type = response.headers().get("content-type").map(|v| v.to_str().unwrap().to_owned());
+    let body = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+    (status, content_type, String::from_utf8(body.to_vec()).unwrap())
+}
+
+/// Issue 10: plain requests are served without rmcp's per-request service; each gets the bytes
+/// rmcp's stateless service gives it (a `q=1` in `Accept` changes nothing for rmcp, but sends the
+/// request its way), at every protocol version a client may name.
+#[tokio::test]
+async fn issue10_requests_served_directly_get_rmcp_answers() {
+    let app = http::router(server(Arc::new(Hang::default())), HttpOptions::default());
+    let requests = [
+        PING,
+        r#"{"jsonrpc":"2.0","id":"s","method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"search","arguments":{"limit":2}}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"nope","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":1.5,"method":"tools/call","params":{"name":"search","arguments":{"query":"y"},"_meta":{"progressToken":1}}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"resources/list"}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"prompts/list"}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"logging/setLevel","params":{"level":"info"}}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"repo://x"}}"#,
+        r#"{"jsonrpc":"2.0","id":10,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"b"}}}"#,
+    ];
+    let (local, peer) = ("127.0.0.1:8080", "127.0.0.1:5555");
+    for version in [None, Some("2024-11-05"), Some("2025-03-26"), Some("2025-06-18"), Some("2025-11-25")] {
+        for body in requests {
+            let mut direct = post(body, "localhost", peer, local);
+            let mut through_rmcp = post(body, "localhost", peer, local);
+            through_rmcp.headers_mut().insert("accept", "application/json;q=1, text/event-stream".parse().unwrap());
+            if let Some(version) = version {
+                direct.headers_mut().insert("mcp-protocol-version", version.parse().unwrap());
+                through_rmcp.headers_mut().insert("mcp-protocol-version", version.parse().unwrap());
+            }
+            let served = answer(&app, direct).await;
+            assert_eq!(served, answer(&app, through_rmcp).await, "{version:?} {body}");
+            assert_eq!((served.0, served.1.as_deref()), (200, Some("application/json")), "{version:?} {body}");
+        }
+    }
+}
+
+/// Issue 10: over HTTP, a client that hangs up stops its running search.
+#[tokio::test]
+async fn issue10_a_client_that_hangs_up_stops_its_search() {
+    let store = Arc::new(Hang { hang: true, ..Hang::default() });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(http::serve(listener, server(store.clone()), HttpOptions::default()));
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"}}}"#;
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let mut stream = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    stream.write_all(format!("{head}{body}").as_bytes()).await.unwrap();
+    let started = Instant::now();
+    while store.started.load(Ordering::SeqCst) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the search never reached the store");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!store.dropped.load(Ordering::SeqCst));
+    drop(stream);
+    while !store.dropped.load(Ordering::SeqCst) {
+        assert!(started.elapsed() < Duration::from_secs(10), "the search outlived its client");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
