@@ -26,8 +26,9 @@
 //! through [`QUERIES`]. Nothing is asserted: the bench prints a Markdown table and a summary line.
 //! Run by `cargo test` (without `--bench`), it only checks that each path answers, untimed.
 //!
-//! The CPU columns are user + system time per timed call, from `/proc/<pid>/stat` (10 ms ticks):
-//! of the servers under test, of the embed server, and of this process (for the floor, all of the
+//! The CPU columns are CPU time per timed call, from each thread's `/proc/<pid>/task/<tid>/schedstat`
+//! (nanoseconds; [`CpuClock`] falls back to `/proc/<pid>/stat`'s 10 ms ticks when a thread ended
+//! during the row): of the servers under test, of the embed server, and of this process (for the floor, all of the
 //! floor's work; otherwise the MCP clients). Once the machine's cores are busy, latency mostly
 //! measures the wait for a core, and the CPU a call costs says more about our server than its p50.
 //!
@@ -605,7 +606,10 @@ impl Row {
     }
 
     fn per_call(&self, cpu: Option<Duration>) -> String {
-        cpu.map_or_else(|| "–".to_string(), |cpu| ms(cpu / self.latencies.len() as u32))
+        cpu.map_or_else(
+            || "–".to_string(),
+            |cpu| format!("{:.3}", (cpu / self.latencies.len() as u32).as_secs_f64() * 1000.0),
+        )
     }
 }
 
@@ -749,21 +753,51 @@ fn load_average() -> String {
     if fields.len() == 3 { fields.join(" / ") } else { "unknown".to_string() }
 }
 
-/// The CPU time (user + system, all threads) some processes spend from [`CpuClock::start`] on,
-/// read from `/proc/<pid>/stat`; `None` without pids or without `/proc`.
+/// The CPU time some processes spend from [`CpuClock::start`] on, all threads.
+///
+/// Exact to the nanosecond when every thread that ran at the start is still there at the end:
+/// the sum over threads of the time on CPU in `/proc/<pid>/task/<tid>/schedstat`, a thread that
+/// began meanwhile counted whole. A thread that ended meanwhile took its schedstat with it, so then
+/// the clock falls back to user + system time from `/proc/<pid>/stat`, in 10 ms ticks. `None`
+/// without pids or without `/proc`.
 struct CpuClock<'a> {
     pids: &'a [u32],
-    start: Option<Duration>,
+    start: Option<(Duration, ThreadTimes)>,
 }
+
+/// Nanoseconds on CPU by (pid, tid).
+type ThreadTimes = HashMap<(u32, u32), u64>;
 
 impl<'a> CpuClock<'a> {
     fn start(pids: &'a [u32]) -> Self {
-        CpuClock { pids, start: cpu_time(pids) }
+        CpuClock { pids, start: cpu_time(pids).zip(thread_times(pids)) }
     }
 
     fn elapsed(&self) -> Option<Duration> {
-        Some(cpu_time(self.pids)?.saturating_sub(self.start?))
+        let (ticks_start, threads_start) = self.start.as_ref()?;
+        let threads = thread_times(self.pids)?;
+        if threads_start.keys().all(|tid| threads.contains_key(tid)) {
+            let ns: u64 =
+                threads.iter().map(|(tid, ns)| ns.saturating_sub(*threads_start.get(tid).unwrap_or(&0))).sum();
+            return Some(Duration::from_nanos(ns));
+        }
+        Some(cpu_time(self.pids)?.saturating_sub(*ticks_start))
     }
+}
+
+/// Nanoseconds on CPU of every thread of `pids`; `None` where the kernel keeps no schedstat.
+fn thread_times(pids: &[u32]) -> Option<ThreadTimes> {
+    let mut out = HashMap::new();
+    for &pid in pids {
+        for entry in std::fs::read_dir(format!("/proc/{pid}/task")).ok()?.flatten() {
+            let Some(tid) = entry.file_name().to_str().and_then(|t| t.parse::<u32>().ok()) else { continue };
+            // A thread that ends between the listing and the read is simply not counted.
+            let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else { continue };
+            let ns = text.split_whitespace().next()?.parse::<u64>().ok()?;
+            out.insert((pid, tid), ns);
+        }
+    }
+    (!out.is_empty()).then_some(out)
 }
 
 fn cpu_time(pids: &[u32]) -> Option<Duration> {
