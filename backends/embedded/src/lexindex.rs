@@ -91,6 +91,7 @@ pub(crate) const SCHEMA: &str = r#"
         term      TEXT PRIMARY KEY,
         df        INTEGER NOT NULL,
         gen       INTEGER NOT NULL,
+        dir_gen   INTEGER NOT NULL,
         tail_from INTEGER NOT NULL,
         tail      BLOB
     ) WITHOUT ROWID;
@@ -249,7 +250,7 @@ impl Block {
 struct Header {
     n: usize,
     min_len: u32,
-    max_counts: Vec<u32>,
+    max_counts: [u32; NCOL],
 }
 
 impl Header {
@@ -258,7 +259,10 @@ impl Header {
         let mut at = 0;
         let n = get_varint(bytes, &mut at)? as usize;
         let min_len = get_u32(bytes, &mut at)?;
-        let max_counts = fts::COLUMNS.iter().map(|_| get_u32(bytes, &mut at)).collect::<Option<Vec<u32>>>()?;
+        let mut max_counts = [0; NCOL];
+        for m in &mut max_counts {
+            *m = get_u32(bytes, &mut at)?;
+        }
         (n > 0 && n <= BLOCK).then_some((Header { n, min_len, max_counts }, at))
     }
 }
@@ -272,7 +276,7 @@ struct Layout {
     /// Where the bit stream starts.
     bits_at: usize,
     /// Each column's width, and their sum.
-    widths: Vec<u32>,
+    widths: [u32; NCOL],
     row_bits: usize,
 }
 
@@ -283,7 +287,7 @@ impl Layout {
         let first_pk = get_u32(bytes, &mut at)?;
         let delta_width = u32::from(*bytes.get(at)?);
         let bits_at = at + 1;
-        let widths: Vec<u32> = header.max_counts.iter().map(|&m| width(m)).collect();
+        let widths = header.max_counts.map(width);
         let row_bits = widths.iter().sum::<u32>() as usize;
         let total = (header.n - 1) * delta_width as usize + header.n * row_bits;
         (delta_width <= 32 && bytes.len() == bits_at + total.div_ceil(8)).then_some(Layout {
@@ -299,15 +303,33 @@ impl Layout {
     /// The block's pks into `pks`.
     fn pks(&self, bytes: &[u8], pks: &mut Vec<u32>) -> Option<()> {
         pks.clear();
-        let bits = &bytes[self.bits_at..];
-        let mut pk = self.first_pk;
-        pks.push(pk);
-        for j in 0..self.header.n - 1 {
-            let delta = read_bits(bits, j * self.delta_width as usize, self.delta_width)?;
-            pk = pk.checked_add(delta)?.checked_add(1)?;
-            pks.push(pk);
+        let n = self.header.n;
+        let w = self.delta_width;
+        // Every delta is below 2^32 and the sum is checked once: the pks
+        // are summed in 64 bits.
+        let mut pk = u64::from(self.first_pk);
+        pks.push(self.first_pk);
+        if w == 0 {
+            pks.extend((1..n as u64).map(|j| (pk + j) as u32));
+            pk += n as u64 - 1;
+        } else {
+            // The stream a byte at a time into a 64-bit window.
+            let bits = bytes.get(self.bits_at..self.bits_at + ((n - 1) * w as usize).div_ceil(8))?;
+            let mask = (1u64 << w) - 1;
+            let (mut window, mut held, mut next) = (0u64, 0u32, 0usize);
+            for _ in 1..n {
+                while held < w {
+                    window |= u64::from(bits[next]) << held;
+                    next += 1;
+                    held += 8;
+                }
+                pk += (window & mask) + 1;
+                window >>= w;
+                held -= w;
+                pks.push(pk as u32);
+            }
         }
-        Some(())
+        (pk <= u64::from(u32::MAX)).then_some(())
     }
 
     /// Row `j`'s counts into `out`.
@@ -378,21 +400,22 @@ pub(crate) struct Edit {
 
 /// A row tokenized by [`ascii_row`]: its length and each token's count in
 /// each column.
-type AsciiRow = (u32, HashMap<String, Vec<u32>>);
+type AsciiRow = (u32, Vec<(String, [u32; NCOL])>);
 
 /// A row's tokens as `unicode61` makes them from ASCII text.
 fn ascii_row(columns: &[String]) -> AsciiRow {
-    let mut counts: HashMap<String, Vec<u32>> = HashMap::new();
+    // Each column lower-cased once; a token allocates once per row.
+    let lowered: Vec<String> = columns.iter().map(|text| text.to_ascii_lowercase()).collect();
+    let mut counts: HashMap<&str, [u32; NCOL]> = HashMap::new();
     let mut len = 0u32;
-    for (c, text) in columns.iter().enumerate() {
+    for (c, text) in lowered.iter().enumerate().take(NCOL) {
         for token in text.split(|ch: char| !ch.is_ascii_alphanumeric()).filter(|t| !t.is_empty()) {
             len = len.saturating_add(1);
-            let token = token.to_ascii_lowercase();
-            let row = counts.entry(token).or_insert_with(|| vec![0; fts::COLUMNS.len()]);
+            let row = counts.entry(token).or_insert([0; NCOL]);
             row[c] = row[c].saturating_add(1);
         }
     }
-    (len, counts)
+    (len, counts.into_iter().map(|(token, counts)| (token.to_owned(), counts)).collect())
 }
 
 /// Row lengths a committed write changed, for the readers' copy.
@@ -469,19 +492,26 @@ impl Edit {
             false => harvest(conn)?,
         };
         self.in_staging.clear();
-        let mut tokens: BTreeMap<String, (Block, Vec<u32>)> =
+        // Hashed while rows are added (a lookup per token of each row), put
+        // in token order once.
+        let mut tokens: HashMap<String, (Block, Vec<u32>)> =
             fts5.into_iter().map(|(token, block, lens)| (token, (block, lens))).collect();
         let mut rows: Vec<(u32, AsciiRow)> = self.ascii.drain().collect();
         rows.sort_by_key(|(pk, _)| *pk);
         for (pk, (len, counts)) in rows {
             lens.insert(pk, len);
             for (token, counts) in counts {
-                let (block, block_lens) = tokens.entry(token).or_default();
+                let (block, block_lens) = match tokens.get_mut(token.as_str()) {
+                    Some(found) => found,
+                    None => tokens.entry(token).or_default(),
+                };
                 block.pks.push(pk);
                 block.counts.extend(counts);
                 block_lens.push(len);
             }
         }
+        let mut tokens: Vec<(String, (Block, Vec<u32>))> = tokens.into_iter().collect();
+        tokens.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut out = Vec::with_capacity(tokens.len());
         for (token, (mut block, mut block_lens)) in tokens {
             if !block.pks.is_sorted() {
@@ -578,6 +608,7 @@ fn harvest(conn: &Connection) -> rusqlite::Result<Harvest> {
 /// One token's lexicon row as stored.
 struct LexiconRow {
     df: i64,
+    dir_gen: i64,
     tail_from: i64,
     tail: Option<Vec<u8>>,
 }
@@ -662,10 +693,13 @@ fn delete_block(conn: &Connection, token: &str, key: u32) -> rusqlite::Result<()
 /// block that holds them, in place.
 fn apply_token(conn: &Connection, token: &str, edit: &TokenEdit, generation: i64) -> rusqlite::Result<()> {
     let found: Option<LexiconRow> = conn
-        .prepare_cached("SELECT df, tail_from, tail FROM lexicon WHERE term = ?1")?
-        .query_row([token], |r| Ok(LexiconRow { df: r.get(0)?, tail_from: r.get(1)?, tail: r.get(2)? }))
+        .prepare_cached("SELECT df, dir_gen, tail_from, tail FROM lexicon WHERE term = ?1")?
+        .query_row([token], |r| {
+            Ok(LexiconRow { df: r.get(0)?, dir_gen: r.get(1)?, tail_from: r.get(2)?, tail: r.get(3)? })
+        })
         .optional()?;
-    let LexiconRow { mut df, mut tail_from, tail } = found.unwrap_or(LexiconRow { df: 0, tail_from: 0, tail: None });
+    let LexiconRow { mut df, mut dir_gen, mut tail_from, tail } =
+        found.unwrap_or(LexiconRow { df: 0, dir_gen: generation, tail_from: 0, tail: None });
     let mut rows = match tail {
         Some(bytes) => Block::decode(&bytes).ok_or_else(|| corrupt_block(token, tail_from))?,
         None => Block::default(),
@@ -699,6 +733,7 @@ fn apply_token(conn: &Connection, token: &str, edit: &TokenEdit, generation: i64
             break;
         };
         let mut block = Block::decode(&bytes).ok_or_else(|| corrupt_block(token, key))?;
+        dir_gen = generation;
         let next: Option<i64> = conn
             .prepare_cached("SELECT MIN(first_pk) FROM postings WHERE term = ?1 AND first_pk > ?2")?
             .query_row(params![token, key], |r| r.get(0))?;
@@ -753,6 +788,7 @@ fn apply_token(conn: &Connection, token: &str, edit: &TokenEdit, generation: i64
         let part = piece(&rows, &lens, from..from + BLOCK);
         insert_block(conn, token, part.pks[0], &part, generation)?;
         tail_from = i64::from(part.pks[BLOCK - 1]) + 1;
+        dir_gen = generation;
         from += BLOCK;
     }
     let tail = (from < rows.len()).then(|| piece(&rows, &lens, from..rows.len()).encode());
@@ -761,11 +797,11 @@ fn apply_token(conn: &Connection, token: &str, edit: &TokenEdit, generation: i64
         return Ok(());
     }
     conn.prepare_cached(
-        "INSERT INTO lexicon (term, df, gen, tail_from, tail) VALUES (?1, ?2, ?3, ?4, ?5)
-         ON CONFLICT (term) DO UPDATE SET df = excluded.df, gen = excluded.gen, tail_from = excluded.tail_from,
-            tail = excluded.tail",
+        "INSERT INTO lexicon (term, df, gen, dir_gen, tail_from, tail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (term) DO UPDATE SET df = excluded.df, gen = excluded.gen, dir_gen = excluded.dir_gen,
+            tail_from = excluded.tail_from, tail = excluded.tail",
     )?
-    .execute(params![token, df, generation, tail_from, tail])?;
+    .execute(params![token, df, generation, dir_gen, tail_from, tail])?;
     Ok(())
 }
 
@@ -780,8 +816,8 @@ pub(crate) fn rebuild(conn: &Connection) -> rusqlite::Result<()> {
     let lens = crate::postings::docsizes(conn)?;
     let min_len = |pks: &[u32]| pks.iter().map(|&pk| lens.get(pk as usize).copied().unwrap_or(0)).min().unwrap_or(0);
     {
-        let mut lexicon =
-            conn.prepare("INSERT INTO lexicon (term, df, gen, tail_from, tail) VALUES (?1, ?2, 0, ?3, ?4)")?;
+        let mut lexicon = conn
+            .prepare("INSERT INTO lexicon (term, df, gen, dir_gen, tail_from, tail) VALUES (?1, ?2, 0, 0, ?3, ?4)")?;
         let mut select = conn.prepare("SELECT term, doc, col FROM temp.lexicon_build")?;
         let mut rows = select.query([])?;
         let mut term = String::new();
@@ -919,6 +955,8 @@ pub(crate) struct TermData {
     term: Arc<str>,
     generation: i64,
     df: u64,
+    /// The generation that last changed the token's stored blocks.
+    dir_gen: i64,
     blocks: Vec<Meta>,
     tail: Option<Arc<[u8]>>,
     /// The largest BM25 term ratio of its blocks (the term without its IDF
@@ -954,9 +992,18 @@ impl TermData {
     }
 
     /// The directory of `row`'s token; `None` when a block is unreadable.
-    fn load(conn: &Connection, term: &str, row: LexiconEntry) -> rusqlite::Result<Option<TermData>> {
+    /// The stored blocks' part is `previous`'s when no write changed them
+    /// since (a write that added rows to the tail only).
+    fn load(
+        conn: &Connection,
+        term: &str,
+        row: LexiconEntry,
+        previous: Option<&TermData>,
+    ) -> rusqlite::Result<Option<TermData>> {
         let mut blocks = Vec::new();
-        if row.tail_from > 0 {
+        if let Some(previous) = previous.filter(|p| p.dir_gen == row.dir_gen) {
+            blocks.extend(previous.blocks.iter().filter(|m| m.written != TAIL));
+        } else if row.tail_from > 0 {
             let mut stmt = conn
                 .prepare_cached("SELECT first_pk, last_pk, head, gen FROM blocks WHERE term = ?1 ORDER BY first_pk")?;
             let mut rows = stmt.query([term])?;
@@ -987,6 +1034,7 @@ impl TermData {
             term: Arc::from(term),
             generation: row.generation,
             df: row.df,
+            dir_gen: row.dir_gen,
             blocks,
             tail,
             bound: Mutex::new(None),
@@ -1035,6 +1083,7 @@ struct Entry {
 struct LexiconEntry {
     df: u64,
     generation: i64,
+    dir_gen: i64,
     tail_from: i64,
     tail: Option<Vec<u8>>,
 }
@@ -1052,17 +1101,18 @@ fn lookup(conn: &Connection, token: &str) -> rusqlite::Result<(u64, i64)> {
 /// [`lookup`] with the token's tail.
 fn lookup_entry(conn: &Connection, token: &str) -> rusqlite::Result<LexiconEntry> {
     let found = conn
-        .prepare_cached("SELECT df, gen, tail_from, tail FROM lexicon WHERE term = ?1")?
+        .prepare_cached("SELECT df, gen, dir_gen, tail_from, tail FROM lexicon WHERE term = ?1")?
         .query_row([token], |r| {
             Ok(LexiconEntry {
                 df: r.get::<_, i64>(0)?.max(0) as u64,
                 generation: r.get(1)?,
-                tail_from: r.get(2)?,
-                tail: r.get(3)?,
+                dir_gen: r.get(2)?,
+                tail_from: r.get(3)?,
+                tail: r.get(4)?,
             })
         })
         .optional()?;
-    Ok(found.unwrap_or(LexiconEntry { df: 0, generation: -1, tail_from: 0, tail: None }))
+    Ok(found.unwrap_or(LexiconEntry { df: 0, generation: -1, dir_gen: -1, tail_from: 0, tail: None }))
 }
 
 /// Drops the least recently used of `map`'s entries until `bytes` is at
@@ -1310,7 +1360,8 @@ impl Cache {
             (entry.used, entry.checked_at) = (self.tick, changes);
             return Ok(Some(List::Token(entry.data.clone())));
         }
-        if let Some(old) = self.tokens.remove(token) {
+        let previous = self.tokens.remove(token);
+        if let Some(old) = &previous {
             self.bytes -= old.data.bytes();
         }
         let data = match row.df {
@@ -1318,11 +1369,12 @@ impl Cache {
                 term: Arc::from(token),
                 generation: row.generation,
                 df: 0,
+                dir_gen: row.dir_gen,
                 blocks: Vec::new(),
                 tail: None,
                 bound: Mutex::new(None),
             },
-            _ => match TermData::load(conn, token, row)? {
+            _ => match TermData::load(conn, token, row, previous.as_ref().map(|e| &*e.data))? {
                 Some(data) => data,
                 None => return Ok(None),
             },
