@@ -66,13 +66,13 @@ use crate::lexical::{self, RowSet, Scored, TableStats};
 /// Most rows in one block.
 pub(crate) const BLOCK: usize = 128;
 /// Most bytes of stored blocks kept in memory between queries.
-pub(crate) const BLOCK_CACHE_BYTES: usize = 48 << 20;
+pub(crate) const BLOCK_CACHE_BYTES: usize = 32 << 20;
 /// Most bytes of tokens' directories (and tails) kept between queries.
-const DIRECTORY_BYTES: usize = 24 << 20;
+const DIRECTORY_BYTES: usize = 16 << 20;
 /// The number of weighted columns.
 const NCOL: usize = fts::COLUMNS.len();
 /// Most bytes of phrase lists (read from FTS5) kept until the next write.
-const PHRASE_BYTES: usize = 8 << 20;
+const PHRASE_BYTES: usize = 32 << 20;
 /// Slack on bounds for the rounding of sums taken in another order.
 const BOUND_SLACK: f64 = 1e-9;
 /// The per-connection FTS5 table a write tokenizes its rows with.
@@ -1044,21 +1044,98 @@ impl TermData {
 
 /// A phrase's rows and their `bm25()` terms, as FTS5 scores the phrase
 /// alone (see `postings.rs`), with the largest term of each block.
+///
+/// A term is kept as the row's weighted frequency of the phrase (one byte:
+/// which of the list's few distinct frequencies), found from FTS5's term
+/// and checked to give that term's very bits with the statistics of the
+/// state the list was read in (it is dropped when the store changes): a
+/// frequent phrase's rows take 5 bytes each instead of 12. A row no
+/// frequency reproduces keeps its term as FTS5 gave it.
 #[derive(Debug)]
 pub(crate) struct PhraseList {
     pks: Vec<u32>,
-    terms: Vec<f64>,
+    /// Each row's frequency in `frequencies`, or [`ESCAPED`].
+    which: Vec<u8>,
+    frequencies: Vec<f64>,
+    /// (row, term) of the rows marked [`ESCAPED`], by row.
+    escaped: Vec<(u32, f64)>,
+    idf: f64,
     block_max: Vec<f64>,
 }
 
+/// A phrase row whose term is kept as FTS5 gave it.
+const ESCAPED: u8 = u8::MAX;
+
+/// Every weighted frequency of a row with at most 8 instances, ascending.
+fn achievable_frequencies() -> &'static [f64] {
+    static VALUES: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    VALUES.get_or_init(|| {
+        let mut out = Vec::new();
+        let mut counts = [0u32; NCOL];
+        fn walk(c: usize, left: u32, counts: &mut [u32; NCOL], out: &mut Vec<f64>) {
+            if c == NCOL {
+                out.push(weighted_frequency(counts));
+                return;
+            }
+            for n in 0..=left {
+                counts[c] = n;
+                walk(c + 1, left - n, counts, out);
+            }
+            counts[c] = 0;
+        }
+        walk(0, 8, &mut counts, &mut out);
+        out.sort_by(f64::total_cmp);
+        out.dedup_by(|a, b| a.to_bits() == b.to_bits());
+        out
+    })
+}
+
 impl PhraseList {
-    fn new(pks: Vec<u32>, terms: Vec<f64>) -> Self {
+    fn new(pks: Vec<u32>, terms: Vec<f64>, stats: TableStats, lengths: &[u32]) -> Self {
         let block_max = terms.chunks(BLOCK).map(|c| c.iter().copied().fold(0.0, f64::max)).collect();
-        PhraseList { pks, terms, block_max }
+        let idf = lexical::idf(stats.rows, pks.len() as u64);
+        let (mut which, mut frequencies, mut escaped) = (Vec::with_capacity(pks.len()), Vec::new(), Vec::new());
+        for (j, (&pk, &t)) in pks.iter().zip(&terms).enumerate() {
+            let d = f64::from(lengths.get(pk as usize).copied().unwrap_or(0));
+            let exact = |f: f64| lexical::bm25_term(idf, f, d, stats.avgdl).to_bits() == t.to_bits();
+            let found = frequencies.iter().position(|&f| exact(f)).or_else(|| {
+                // The frequency the term was computed from, near the
+                // inverse of the formula.
+                let k = lexical::K1 * (1.0 - lexical::B + lexical::B * d / stats.avgdl);
+                let guess = t * k / (idf * (lexical::K1 + 1.0) - t);
+                let values = achievable_frequencies();
+                let at = values.partition_point(|&v| v < guess);
+                let f = values[at.saturating_sub(3)..(at + 3).min(values.len())].iter().copied().find(|&f| exact(f))?;
+                (frequencies.len() < usize::from(ESCAPED)).then(|| {
+                    frequencies.push(f);
+                    frequencies.len() - 1
+                })
+            });
+            match found {
+                Some(i) => which.push(i as u8),
+                None => {
+                    which.push(ESCAPED);
+                    escaped.push((j as u32, t));
+                }
+            }
+        }
+        PhraseList { pks, which, frequencies, escaped, idf, block_max }
+    }
+
+    /// The term of row `j`, whose length is `d`, for the average length
+    /// the list was read with.
+    fn term(&self, j: usize, d: f64, avgdl: f64) -> f64 {
+        match self.which[j] {
+            ESCAPED => {
+                let at = self.escaped.partition_point(|&(row, _)| (row as usize) < j);
+                self.escaped.get(at).map_or(0.0, |&(_, t)| t)
+            }
+            i => lexical::bm25_term(self.idf, self.frequencies[usize::from(i)], d, avgdl),
+        }
     }
 
     fn bytes(&self) -> usize {
-        self.pks.len() * 12 + self.block_max.len() * 8 + 64
+        self.pks.len() * 5 + self.escaped.len() * 16 + self.block_max.len() * 8 + 64
     }
 }
 
@@ -1276,6 +1353,13 @@ impl Cache {
         self.blocks.reads
     }
 
+    /// Rows of the phrase lists kept, and how many of them keep FTS5's
+    /// term rather than their frequency.
+    #[cfg(test)]
+    pub fn phrase_rows(&self) -> (usize, usize) {
+        self.phrases.values().fold((0, 0), |(rows, escaped), p| (rows + p.pks.len(), escaped + p.escaped.len()))
+    }
+
     /// Bytes of directories and blocks kept.
     #[cfg(test)]
     pub fn kept_bytes(&self) -> (usize, usize) {
@@ -1399,7 +1483,13 @@ impl Cache {
 
     /// The rows of a phrase FTS5 matches, with their terms, as of change
     /// `changes`; `None` when a pk does not fit.
-    pub fn phrase(&mut self, conn: &Connection, term: &Term, changes: u64) -> rusqlite::Result<Option<List>> {
+    pub fn phrase(
+        &mut self,
+        conn: &Connection,
+        term: &Term,
+        stats: TableStats,
+        changes: u64,
+    ) -> rusqlite::Result<Option<List>> {
         if self.phrases_at != changes {
             self.phrases.clear();
             self.phrase_bytes = 0;
@@ -1409,7 +1499,8 @@ impl Cache {
             return Ok(Some(List::Phrase(list.clone())));
         }
         let Some((pks, terms)) = crate::postings::phrase_terms(conn, term)? else { return Ok(None) };
-        let list = Arc::new(PhraseList::new(pks, terms));
+        let lengths = self.lengths(conn, changes)?;
+        let list = Arc::new(PhraseList::new(pks, terms, stats, lengths));
         if self.phrase_bytes + list.bytes() <= PHRASE_BYTES {
             self.phrase_bytes += list.bytes();
             self.phrases.insert(term.text.clone(), list.clone());
@@ -1568,7 +1659,10 @@ impl<'a, 'c> Cursor<'a, 'c> {
                 let d = f64::from(self.lengths.get(self.pks[self.pos] as usize).copied().unwrap_or(0));
                 lexical::bm25_term(self.idf, f, d, self.avgdl)
             }
-            List::Phrase(p) => p.terms[b * BLOCK + self.pos],
+            List::Phrase(p) => {
+                let d = f64::from(self.lengths.get(self.pks[self.pos] as usize).copied().unwrap_or(0));
+                p.term(b * BLOCK + self.pos, d, self.avgdl)
+            }
         }
     }
 

@@ -5,8 +5,8 @@
 //! **SQLite is the source of truth.** The folder holds one SQLite database in
 //! WAL mode with these tables: `chunks` (id, document, metadata, and the
 //! fields filters test), `vectors` (one little-endian `f32` blob per chunk),
-//! `chunks_fts` (an FTS5 index of the documents), `lexicon` and `postings`
-//! (the lexical index, see below) and `files` (whole files per namespace,
+//! `chunks_fts` (an FTS5 index of the documents), `lexicon`, `postings` and
+//! `blocks` (the lexical index, see below) and `files` (whole files per namespace,
 //! for navigation tools). Every write — an [`IndexStore::upsert`],
 //! an [`IndexStore::delete`] or a [`WriteBatch`] mixing both with file
 //! writes — is one `BEGIN IMMEDIATE … COMMIT` transaction. A writer killed at
@@ -60,8 +60,8 @@
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
 //! shortcut and its `bm25()` walks every phrase's rows on every statement,
 //! so the ranking runs in Rust over a persistent inverted index of FTS5's
-//! own tokens (`lexindex.rs`): two more tables, `lexicon` and `postings`
-//! (compressed blocks of rows, each with a score bound), changed by every
+//! own tokens (`lexindex.rs`): three more tables, `lexicon`, `postings` and
+//! `blocks` (bit-packed blocks of rows, each with a score bound), changed by every
 //! write in its transaction, so they hold exactly what `chunks_fts` holds.
 //! Block-max MaxScore scores only rows that pass the filter and can still
 //! reach the top, with FTS5's formula and statistics, so the answer, scores
@@ -1173,7 +1173,7 @@ fn view_index_rows(
     for p in pass {
         let list = match p.term.single_token {
             true => lexicon.token(conn, &p.term.text, changes),
-            false => lexicon.phrase(conn, p.term, changes),
+            false => lexicon.phrase(conn, p.term, stats, changes),
         };
         match list.map_err(err())? {
             Some(list) => lists.push(list),
@@ -1500,6 +1500,9 @@ mod tests {
         // The index served the queries (it keeps what it read).
         let (directories, blocks) = store.reader().lexicon.kept_bytes();
         assert!(directories > 0 && blocks > 0, "{directories} and {blocks} bytes kept");
+        // Phrases kept their rows' frequencies, not FTS5's terms.
+        let (rows, escaped) = store.reader().lexicon.phrase_rows();
+        assert!(rows > 100 && escaped * 100 < rows, "{escaped} of {rows} phrase rows keep FTS5's term");
         // With room for almost nothing, directories and blocks are read per
         // query and the least recently used dropped: the answers stay FTS5's.
         store.reader().lexicon.set_budget(4096);
