@@ -58,6 +58,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use rr_core::SearchFilter;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::fts::{self, Term};
@@ -1315,6 +1316,9 @@ pub(crate) struct Cache {
     phrases_at: u64,
     lengths: Option<Vec<u32>>,
     lengths_at: u64,
+    /// The rows the last filter let through, as of a change: a million
+    /// rows take milliseconds to gather, a copy of their bitmap microseconds.
+    allowed: Option<(u64, SearchFilter, RowSet)>,
 }
 
 impl Default for Cache {
@@ -1330,6 +1334,7 @@ impl Default for Cache {
             phrases_at: 0,
             lengths: None,
             lengths_at: 0,
+            allowed: None,
         }
     }
 }
@@ -1382,6 +1387,19 @@ impl Cache {
             }
         }
         self.lengths_at = after;
+    }
+
+    /// The rows `filter` lets through as of change `changes`, from `gather`
+    /// unless the last query asked the same.
+    pub fn allowed(&mut self, changes: u64, filter: &SearchFilter, gather: impl FnOnce() -> RowSet) -> RowSet {
+        match &self.allowed {
+            Some((at, kept, rows)) if *at == changes && kept == filter => rows.clone(),
+            _ => {
+                let rows = gather();
+                self.allowed = Some((changes, filter.clone(), rows.clone()));
+                rows
+            }
+        }
     }
 
     /// Every row's length in tokens, by pk, as of change `changes`.

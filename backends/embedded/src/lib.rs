@@ -1084,10 +1084,13 @@ impl View<'_> {
         if passes[0].is_empty() {
             passes.remove(0);
         }
-        let mut allowed = lexical::RowSet::default();
-        for pk in index.passing(&index.mask(filter)) {
-            allowed.insert(pk);
-        }
+        let mut allowed = reader.lexicon.allowed(self.changes, filter, || {
+            let mut allowed = lexical::RowSet::default();
+            for pk in index.passing(&index.mask(filter)) {
+                allowed.insert(pk);
+            }
+            allowed
+        });
         let mut hits: Vec<(i64, f64)> = Vec::with_capacity(k);
         for pass in passes {
             if hits.len() == k {
