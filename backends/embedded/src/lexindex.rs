@@ -67,9 +67,9 @@ use crate::lexical::{self, RowSet, Scored, TableStats};
 /// Most rows in one block.
 pub(crate) const BLOCK: usize = 128;
 /// Most bytes of stored blocks kept in memory between queries.
-pub(crate) const BLOCK_CACHE_BYTES: usize = 32 << 20;
+pub(crate) const BLOCK_CACHE_BYTES: usize = 24 << 20;
 /// Most bytes of tokens' directories (and tails) kept between queries.
-const DIRECTORY_BYTES: usize = 16 << 20;
+const DIRECTORY_BYTES: usize = 12 << 20;
 /// The number of weighted columns.
 const NCOL: usize = fts::COLUMNS.len();
 /// Most bytes of phrase lists (read from FTS5) kept until the next write.
