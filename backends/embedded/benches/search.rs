@@ -27,7 +27,10 @@
 //! keeps the written stores in `DIR` and reuses them on the next run;
 //! `RR_BENCH_VECTOR_ONLY=1` runs the vector cases alone;
 //! `RR_BENCH_BASELINE_QUERIES=40` times FTS5's plan and the old postings on
-//! the first 40 queries only (each takes a quarter second at 1M chunks).
+//! the first 40 queries only (each takes a quarter second at 1M chunks);
+//! `RR_BENCH_BASELINE_QUERIES=0` leaves them out, so the resident memory
+//! with the lexical cache warm is the store's alone (the old postings'
+//! dropped cache stays in the allocator otherwise).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -437,12 +440,15 @@ fn lexical_cases(
     let baseline: usize = std::env::var("RR_BENCH_BASELINE_QUERIES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(QUERIES)
-        .clamp(10, QUERIES);
+        .map_or(QUERIES, |n: usize| if n == 0 { 0 } else { n.clamp(10, QUERIES) });
     // The old in-memory postings first, then their cache is dropped, so the
     // resident memory below is the persistent index's.
     let mut old = Vec::new();
     for case in 0..names.len() {
+        if baseline == 0 {
+            old.push((f64::NAN, f64::NAN, f64::NAN));
+            continue;
+        }
         let f = run(case, LexicalPlan::Postings);
         (0..baseline).for_each(|i| _ = f(i));
         old.push(time_first(baseline, &f));
@@ -460,7 +466,10 @@ fn lexical_cases(
             }
             index(i);
         }
-        let (fts5_p50, fts5_p99, fts5_cpu) = time_first(baseline, &fts5);
+        let (fts5_p50, fts5_p99, fts5_cpu) = match baseline {
+            0 => (f64::NAN, f64::NAN, f64::NAN),
+            _ => time_first(baseline, &fts5),
+        };
         let (p50, p99, cpu) = time_queries(&index);
         let (old_p50, old_p99, old_cpu) = old[case];
         println!("| {n} | {name} | {p50:.2} | {p99:.2} | {cpu:.2} |");
@@ -475,7 +484,10 @@ fn lexical_cases(
     let index = run(0, LexicalPlan::Index);
     let old = run(0, LexicalPlan::Postings);
     let forget = |_: usize| store.forget_lexical_caches();
-    let (old_p50, old_p99, old_cpu) = time_cold(forget, &old);
+    let (old_p50, old_p99, old_cpu) = match baseline {
+        0 => (f64::NAN, f64::NAN, f64::NAN),
+        _ => time_cold(forget, &old),
+    };
     let (p50, p99, cpu) = time_cold(forget, &index);
     rows.push(format!(
         "| {n} | {}, cold (every cache dropped) | | {old_p50:.2} | {p50:.2} | | {old_p99:.2} | {p99:.2} | | {old_cpu:.2} | {cpu:.2} | | {:.1}× |",

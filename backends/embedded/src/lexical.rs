@@ -34,9 +34,9 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::fts::{self, Term};
 
 /// FTS5's `bm25()` constant `k1`; a phrase adds at most `idf · (K1 + 1)`.
-const K1: f64 = 1.2;
+pub(crate) const K1: f64 = 1.2;
 /// FTS5's `bm25()` constant `b`.
-const B: f64 = 0.75;
+pub(crate) const B: f64 = 0.75;
 
 /// Slack on the MaxScore bound for the rounding of FTS5's sum.
 const BOUND_SLACK: f64 = 1e-9;

@@ -23,29 +23,42 @@
 //! `fts.rs` puts in them.
 //!
 //! **Format.** `lexicon` holds each token's document frequency (the rows
-//! holding it: FTS5's IDF input) and the write generation that last changed
-//! it; `postings` holds its rows in blocks of at most [`BLOCK`], keyed by
-//! (token, last pk). A block is: the row count, the shortest row among them,
-//! the largest count in each column, then pk deltas and per-row column
-//! counts (2 bits a column, larger counts escaped), all varints. The largest
-//! counts and the shortest row bound the BM25 term of any row of the block
-//! for any IDF and average length (the term grows with the frequency and
-//! falls with the row's length), so no stored bound goes stale when the
-//! table's statistics change.
+//! holding it: FTS5's IDF input), the write generation that last changed
+//! it, and its tail: its last rows, fewer than [`BLOCK`], as one block.
+//! Its other rows are in `postings`, in blocks of [`BLOCK`] rows keyed by
+//! (token, first pk), each block's header repeated in `blocks` (the
+//! token's directory: key, last pk, header, the generation that wrote the
+//! block). A block is its header (the row count, the shortest row among
+//! them, the largest count in each column) and its rows, bit-packed at
+//! fixed widths: pk deltas at the width of the largest, each column's
+//! count at the width of the largest in that column (see
+//! [`Block::encode`]). The largest counts and the shortest row bound the
+//! BM25 term of any row of the block for any IDF and average length (the
+//! term grows with the frequency and falls with the row's length), so no
+//! stored bound goes stale when the table's statistics change.
 //!
-//! **Writes** touch only the blocks that hold the rows they change (rows
-//! added with new pks go to a token's last block), so a write costs in
-//! proportion to its own rows, never a rebuild.
+//! **Writes** touch only the blocks that hold the rows they change. Rows
+//! added with new pks go to the token's tail: a write that only adds rows
+//! reads and rewrites the token's `lexicon` row, and a full tail becomes a
+//! stored block. A row removed or replaced below the tail changes the
+//! stored block holding it in place (an `UPDATE` by key), so a write costs
+//! in proportion to its own rows, never a rebuild.
 //!
-//! **Queries** read a token's blocks once and keep them, compressed, in a
-//! cache bounded by [`CACHE_BYTES`]; a token is read again only when a write
-//! changed it (its generation moved). Ranking is block-max MaxScore
-//! ([`best_rows`]): lists whose bounds cannot lift a row into the top are
-//! only probed, blocks whose bounds cannot are skipped without decoding.
+//! **Queries** read a token's directory (not its rows) once per generation
+//! of the token, and each stored block only when a probe or a scan reaches
+//! it, kept compressed in a cache of blocks bounded by
+//! [`BLOCK_CACHE_BYTES`] (least recently used dropped), each valid for the
+//! generation that wrote it: a write that appends to a frequent token's
+//! tail leaves every cached block of that token valid. Ranking is
+//! block-max MaxScore ([`best_rows`]): lists whose bounds cannot lift a row
+//! into the top are only probed, blocks whose bounds cannot are skipped
+//! without being read.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BinaryHeap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
+use rr_core::SearchFilter;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::fts::{self, Term};
@@ -53,10 +66,14 @@ use crate::lexical::{self, RowSet, Scored, TableStats};
 
 /// Most rows in one block.
 pub(crate) const BLOCK: usize = 128;
-/// Most bytes of compressed blocks kept in memory between queries.
-pub(crate) const CACHE_BYTES: usize = 96 << 20;
+/// Most bytes of stored blocks kept in memory between queries.
+pub(crate) const BLOCK_CACHE_BYTES: usize = 24 << 20;
+/// Most bytes of tokens' directories (and tails) kept between queries.
+const DIRECTORY_BYTES: usize = 12 << 20;
+/// The number of weighted columns.
+const NCOL: usize = fts::COLUMNS.len();
 /// Most bytes of phrase lists (read from FTS5) kept until the next write.
-const PHRASE_BYTES: usize = 8 << 20;
+const PHRASE_BYTES: usize = 32 << 20;
 /// Slack on bounds for the rounding of sums taken in another order.
 const BOUND_SLACK: f64 = 1e-9;
 /// The per-connection FTS5 table a write tokenizes its rows with.
@@ -66,18 +83,32 @@ const STAGING_INSTANCES: &str = "temp.lexicon_staging_instances";
 /// The settings key of the write generation.
 const GENERATION_KEY: &str = "lexicon_generation";
 
-/// The tables (schema version 3).
+/// The tables (schema version 5; version 3's are dropped).
 pub(crate) const SCHEMA: &str = r#"
+    DROP TABLE IF EXISTS postings;
+    DROP TABLE IF EXISTS lexicon;
+    DROP TABLE IF EXISTS blocks;
     CREATE TABLE lexicon (
-        term TEXT PRIMARY KEY,
-        df   INTEGER NOT NULL,
-        gen  INTEGER NOT NULL
+        term      TEXT PRIMARY KEY,
+        df        INTEGER NOT NULL,
+        gen       INTEGER NOT NULL,
+        dir_gen   INTEGER NOT NULL,
+        tail_from INTEGER NOT NULL,
+        tail      BLOB
     ) WITHOUT ROWID;
     CREATE TABLE postings (
-        term    TEXT NOT NULL,
-        last_pk INTEGER NOT NULL,
-        block   BLOB NOT NULL,
-        PRIMARY KEY (term, last_pk)
+        term     TEXT NOT NULL,
+        first_pk INTEGER NOT NULL,
+        block    BLOB NOT NULL,
+        PRIMARY KEY (term, first_pk)
+    ) WITHOUT ROWID;
+    CREATE TABLE blocks (
+        term     TEXT NOT NULL,
+        first_pk INTEGER NOT NULL,
+        last_pk  INTEGER NOT NULL,
+        head     BLOB NOT NULL,
+        gen      INTEGER NOT NULL,
+        PRIMARY KEY (term, first_pk)
     ) WITHOUT ROWID;
 "#;
 
@@ -106,6 +137,54 @@ fn get_u32(buf: &[u8], at: &mut usize) -> Option<u32> {
     get_varint(buf, at).and_then(|v| u32::try_from(v).ok())
 }
 
+/// Bits needed to write `v`.
+fn width(v: u32) -> u32 {
+    32 - v.leading_zeros()
+}
+
+/// `w` (at most 32) bits at bit `bit` of `buf`; `None` past its end.
+fn read_bits(buf: &[u8], bit: usize, w: u32) -> Option<u32> {
+    if w == 0 {
+        return Some(0);
+    }
+    let at = bit / 8;
+    let end = (bit + w as usize).div_ceil(8);
+    let bytes = buf.get(at..end)?;
+    let mut word = [0u8; 8];
+    word[..bytes.len()].copy_from_slice(bytes);
+    let v = u64::from_le_bytes(word) >> (bit % 8);
+    Some((v & ((1u64 << w) - 1)) as u32)
+}
+
+/// Appends bits to a byte buffer, lowest first.
+struct BitWriter {
+    out: Vec<u8>,
+    acc: u64,
+    filled: u32,
+}
+
+impl BitWriter {
+    fn put(&mut self, v: u32, w: u32) {
+        if w == 0 {
+            return;
+        }
+        self.acc |= u64::from(v) << self.filled;
+        self.filled += w;
+        while self.filled >= 8 {
+            self.out.push(self.acc as u8);
+            self.acc >>= 8;
+            self.filled -= 8;
+        }
+    }
+
+    fn finish(mut self) -> Vec<u8> {
+        if self.filled > 0 {
+            self.out.push(self.acc as u8);
+        }
+        self.out
+    }
+}
+
 /// The rows of one block, decoded: pks ascending, and the token's count in
 /// each of [`fts::COLUMNS`] for each row.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -116,137 +195,154 @@ pub(crate) struct Block {
     pub min_len: u32,
 }
 
-/// Bytes of packed 2-bit counts per row.
-fn packed_bytes() -> usize {
-    fts::COLUMNS.len().div_ceil(4)
-}
-
 impl Block {
     fn len(&self) -> usize {
         self.pks.len()
     }
 
+    /// The block's bytes: its [`Header`], then the first pk (a varint), the
+    /// width of the other pks' deltas less one (a byte), and a bit stream of
+    /// those deltas, then each row's counts, every column at the width of
+    /// its largest count (no bits for a column no row uses). A frequent
+    /// token's rows mostly hold it once in one column: a row then takes its
+    /// delta's bits and one bit.
     pub fn encode(&self) -> Vec<u8> {
         let columns = fts::COLUMNS.len();
-        let mut out = Vec::with_capacity(8 + self.len() * (2 + packed_bytes()));
+        let max: Vec<u32> =
+            (0..columns).map(|c| self.counts.iter().skip(c).step_by(columns).copied().max().unwrap_or(0)).collect();
+        let mut out = Vec::with_capacity(16 + self.len() * 2);
         put_varint(&mut out, self.len() as u64);
         put_varint(&mut out, u64::from(self.min_len));
-        for c in 0..columns {
-            let max = self.counts.iter().skip(c).step_by(columns).copied().max().unwrap_or(0);
-            put_varint(&mut out, u64::from(max));
+        for &m in &max {
+            put_varint(&mut out, u64::from(m));
         }
-        let mut previous = 0;
-        for &pk in &self.pks {
-            put_varint(&mut out, u64::from(pk - previous));
-            previous = pk;
+        put_varint(&mut out, u64::from(self.pks.first().copied().unwrap_or(0)));
+        let delta_width = self.pks.windows(2).map(|w| width(w[1] - w[0] - 1)).max().unwrap_or(0);
+        out.push(delta_width as u8);
+        let mut bits = BitWriter { out, acc: 0, filled: 0 };
+        for w in self.pks.windows(2) {
+            bits.put(w[1] - w[0] - 1, delta_width);
         }
-        // Every row's packed counts, then the escaped ones: a row's counts
-        // are found without reading the rows before it (but for the rare
-        // escapes).
+        let widths: Vec<u32> = max.iter().map(|&m| width(m)).collect();
         for row in self.counts.chunks(columns) {
-            let at = out.len();
-            out.resize(at + packed_bytes(), 0);
-            for (c, &n) in row.iter().enumerate() {
-                out[at + c / 4] |= (n.min(3) as u8) << (2 * (c % 4));
+            for (&n, &w) in row.iter().zip(&widths) {
+                bits.put(n, w);
             }
         }
-        for &n in self.counts.iter().filter(|&&n| n >= 3) {
-            put_varint(&mut out, u64::from(n - 3));
-        }
-        out
+        bits.finish()
     }
 
     /// `None` when `bytes` is not a block this module wrote.
     pub fn decode(bytes: &[u8]) -> Option<Block> {
-        let mut block = Block::default();
-        let header = Header::read(bytes)?;
-        block.min_len = header.min_len;
-        decode_rows(bytes, &header, &mut block.pks, &mut block.counts)?;
+        let layout = Layout::read(bytes)?;
+        let mut block = Block { min_len: layout.header.min_len, ..Block::default() };
+        layout.pks(bytes, &mut block.pks)?;
+        let mut row = vec![0; fts::COLUMNS.len()];
+        for j in 0..layout.header.n {
+            layout.row_counts(bytes, j, &mut row)?;
+            block.counts.extend_from_slice(&row);
+        }
         Some(block)
     }
 }
 
-/// What a block says before its rows.
+/// What a block says before its rows: what bounds its BM25 terms.
 #[derive(Debug, Clone)]
 struct Header {
     n: usize,
     min_len: u32,
-    max_counts: Vec<u32>,
-    /// Where the pk deltas start.
-    rows_at: usize,
+    max_counts: [u32; NCOL],
 }
 
 impl Header {
-    fn read(bytes: &[u8]) -> Option<Header> {
+    /// The header, and where it ends.
+    fn read(bytes: &[u8]) -> Option<(Header, usize)> {
         let mut at = 0;
         let n = get_varint(bytes, &mut at)? as usize;
         let min_len = get_u32(bytes, &mut at)?;
-        let max_counts = fts::COLUMNS.iter().map(|_| get_u32(bytes, &mut at)).collect::<Option<Vec<u32>>>()?;
-        (n > 0 && n <= BLOCK).then_some(Header { n, min_len, max_counts, rows_at: at })
-    }
-}
-
-fn decode_rows(bytes: &[u8], header: &Header, pks: &mut Vec<u32>, counts: &mut Vec<u32>) -> Option<()> {
-    let columns = fts::COLUMNS.len();
-    let packed_at = decode_pks(bytes, header, pks)?;
-    counts.clear();
-    let mut escapes = packed_at + header.n * packed_bytes();
-    for j in 0..header.n {
-        let packed = bytes.get(packed_at + j * packed_bytes()..packed_at + (j + 1) * packed_bytes())?;
-        for c in 0..columns {
-            let n = u32::from((packed[c / 4] >> (2 * (c % 4))) & 3);
-            counts.push(if n == 3 { 3 + get_u32(bytes, &mut escapes)? } else { n });
+        let mut max_counts = [0; NCOL];
+        for m in &mut max_counts {
+            *m = get_u32(bytes, &mut at)?;
         }
+        (n > 0 && n <= BLOCK).then_some((Header { n, min_len, max_counts }, at))
     }
-    (escapes == bytes.len()).then_some(())
 }
 
-/// The block's pks into `pks`; where its packed counts start.
-fn decode_pks(bytes: &[u8], header: &Header, pks: &mut Vec<u32>) -> Option<usize> {
-    pks.clear();
-    let mut at = header.rows_at;
-    let mut pk = 0u32;
-    for _ in 0..header.n {
-        // Most deltas of a frequent token take one byte.
-        let delta = match bytes.get(at) {
-            Some(&b) if b < 0x80 => {
-                at += 1;
-                u32::from(b)
+/// Where a block's fields lie.
+#[derive(Debug, Clone)]
+struct Layout {
+    header: Header,
+    first_pk: u32,
+    delta_width: u32,
+    /// Where the bit stream starts.
+    bits_at: usize,
+    /// Each column's width, and their sum.
+    widths: [u32; NCOL],
+    row_bits: usize,
+}
+
+impl Layout {
+    /// `None` unless `bytes` is exactly as long as the block it starts.
+    fn read(bytes: &[u8]) -> Option<Layout> {
+        let (header, mut at) = Header::read(bytes)?;
+        let first_pk = get_u32(bytes, &mut at)?;
+        let delta_width = u32::from(*bytes.get(at)?);
+        let bits_at = at + 1;
+        let widths = header.max_counts.map(width);
+        let row_bits = widths.iter().sum::<u32>() as usize;
+        let total = (header.n - 1) * delta_width as usize + header.n * row_bits;
+        (delta_width <= 32 && bytes.len() == bits_at + total.div_ceil(8)).then_some(Layout {
+            header,
+            first_pk,
+            delta_width,
+            bits_at,
+            widths,
+            row_bits,
+        })
+    }
+
+    /// The block's pks into `pks`.
+    fn pks(&self, bytes: &[u8], pks: &mut Vec<u32>) -> Option<()> {
+        pks.clear();
+        let n = self.header.n;
+        let w = self.delta_width;
+        // Every delta is below 2^32 and the sum is checked once: the pks
+        // are summed in 64 bits.
+        let mut pk = u64::from(self.first_pk);
+        pks.push(self.first_pk);
+        if w == 0 {
+            pks.extend((1..n as u64).map(|j| (pk + j) as u32));
+            pk += n as u64 - 1;
+        } else {
+            // The stream a byte at a time into a 64-bit window.
+            let bits = bytes.get(self.bits_at..self.bits_at + ((n - 1) * w as usize).div_ceil(8))?;
+            let mask = (1u64 << w) - 1;
+            let (mut window, mut held, mut next) = (0u64, 0u32, 0usize);
+            for _ in 1..n {
+                while held < w {
+                    window |= u64::from(bits[next]) << held;
+                    next += 1;
+                    held += 8;
+                }
+                pk += (window & mask) + 1;
+                window >>= w;
+                held -= w;
+                pks.push(pk as u32);
             }
-            _ => get_u32(bytes, &mut at)?,
-        };
-        pk = pk.checked_add(delta)?;
-        pks.push(pk);
+        }
+        (pk <= u64::from(u32::MAX)).then_some(())
     }
-    (bytes.len() >= at + header.n * packed_bytes()).then_some(at)
-}
 
-/// Row `j`'s counts (of `n` rows whose packed counts start at `packed_at`)
-/// into `out`.
-fn row_counts(bytes: &[u8], packed_at: usize, n: usize, j: usize, out: &mut [u32]) -> Option<()> {
-    let pb = packed_bytes();
-    let field = |byte: u8, c: usize| u32::from((byte >> (2 * (c % 4))) & 3);
-    let row = bytes.get(packed_at + j * pb..packed_at + (j + 1) * pb)?;
-    let mut escaped = false;
-    for (c, out) in out.iter_mut().enumerate() {
-        *out = field(row[c / 4], c);
-        escaped |= *out == 3;
-    }
-    if escaped {
-        // Skip the escapes of the rows before, then read this row's.
-        let before = bytes[packed_at..packed_at + j * pb]
-            .iter()
-            .map(|&b| (0..4).filter(|&c| field(b, c) == 3).count())
-            .sum::<usize>();
-        let mut at = packed_at + n * pb;
-        for _ in 0..before {
-            get_varint(bytes, &mut at)?;
+    /// Row `j`'s counts into `out`.
+    fn row_counts(&self, bytes: &[u8], j: usize, out: &mut [u32]) -> Option<()> {
+        let bits = &bytes[self.bits_at..];
+        let mut at = (self.header.n - 1) * self.delta_width as usize + j * self.row_bits;
+        for (out, &w) in out.iter_mut().zip(&self.widths) {
+            *out = read_bits(bits, at, w)?;
+            at += w as usize;
         }
-        for out in out.iter_mut().filter(|n| **n == 3) {
-            *out = 3 + get_u32(bytes, &mut at)?;
-        }
+        Some(())
     }
-    Some(())
 }
 
 /// A token's frequency in a row as FTS5's `bm25()` sums it: each column's
@@ -305,21 +401,22 @@ pub(crate) struct Edit {
 
 /// A row tokenized by [`ascii_row`]: its length and each token's count in
 /// each column.
-type AsciiRow = (u32, HashMap<String, Vec<u32>>);
+type AsciiRow = (u32, Vec<(String, [u32; NCOL])>);
 
 /// A row's tokens as `unicode61` makes them from ASCII text.
 fn ascii_row(columns: &[String]) -> AsciiRow {
-    let mut counts: HashMap<String, Vec<u32>> = HashMap::new();
+    // Each column lower-cased once; a token allocates once per row.
+    let lowered: Vec<String> = columns.iter().map(|text| text.to_ascii_lowercase()).collect();
+    let mut counts: HashMap<&str, [u32; NCOL]> = HashMap::new();
     let mut len = 0u32;
-    for (c, text) in columns.iter().enumerate() {
+    for (c, text) in lowered.iter().enumerate().take(NCOL) {
         for token in text.split(|ch: char| !ch.is_ascii_alphanumeric()).filter(|t| !t.is_empty()) {
             len = len.saturating_add(1);
-            let token = token.to_ascii_lowercase();
-            let row = counts.entry(token).or_insert_with(|| vec![0; fts::COLUMNS.len()]);
+            let row = counts.entry(token).or_insert([0; NCOL]);
             row[c] = row[c].saturating_add(1);
         }
     }
-    (len, counts)
+    (len, counts.into_iter().map(|(token, counts)| (token.to_owned(), counts)).collect())
 }
 
 /// Row lengths a committed write changed, for the readers' copy.
@@ -396,19 +493,26 @@ impl Edit {
             false => harvest(conn)?,
         };
         self.in_staging.clear();
-        let mut tokens: BTreeMap<String, (Block, Vec<u32>)> =
+        // Hashed while rows are added (a lookup per token of each row), put
+        // in token order once.
+        let mut tokens: HashMap<String, (Block, Vec<u32>)> =
             fts5.into_iter().map(|(token, block, lens)| (token, (block, lens))).collect();
         let mut rows: Vec<(u32, AsciiRow)> = self.ascii.drain().collect();
         rows.sort_by_key(|(pk, _)| *pk);
         for (pk, (len, counts)) in rows {
             lens.insert(pk, len);
             for (token, counts) in counts {
-                let (block, block_lens) = tokens.entry(token).or_default();
+                let (block, block_lens) = match tokens.get_mut(token.as_str()) {
+                    Some(found) => found,
+                    None => tokens.entry(token).or_default(),
+                };
                 block.pks.push(pk);
                 block.counts.extend(counts);
                 block_lens.push(len);
             }
         }
+        let mut tokens: Vec<(String, (Block, Vec<u32>))> = tokens.into_iter().collect();
+        tokens.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut out = Vec::with_capacity(tokens.len());
         for (token, (mut block, mut block_lens)) in tokens {
             if !block.pks.is_sorted() {
@@ -502,137 +606,235 @@ fn harvest(conn: &Connection) -> rusqlite::Result<Harvest> {
     Ok((out, lens))
 }
 
-/// One token's rows taken out and put in, block by block.
+/// One token's lexicon row as stored.
+struct LexiconRow {
+    df: i64,
+    dir_gen: i64,
+    tail_from: i64,
+    tail: Option<Vec<u8>>,
+}
+
+fn corrupt_block(token: &str, key: i64) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(
+        0,
+        rusqlite::types::Type::Blob,
+        format!("postings block of {token:?} at pk {key} is not a valid block").into(),
+    )
+}
+
+/// The ops on the rows of one block (sorted by pk, a removal before an
+/// addition of the same pk), applied to `rows` whose lengths are `lens`;
+/// the change of the document frequency.
+fn apply_ops(rows: &mut Block, lens: &mut Vec<u32>, ops: &[(u32, Option<usize>)], edit: &TokenEdit) -> i64 {
+    let columns = NCOL;
+    let mut df_delta = 0;
+    for &(pk, add) in ops {
+        let at = rows.pks.partition_point(|&p| p < pk);
+        let present = rows.pks.get(at) == Some(&pk);
+        match add {
+            None => {
+                if present {
+                    rows.pks.remove(at);
+                    rows.counts.drain(at * columns..(at + 1) * columns);
+                    lens.remove(at);
+                    df_delta -= 1;
+                }
+            }
+            Some(j) => {
+                let counts = &edit.added.counts[j * columns..(j + 1) * columns];
+                if present {
+                    rows.counts[at * columns..(at + 1) * columns].copy_from_slice(counts);
+                    lens[at] = edit.added_lens[j];
+                } else {
+                    rows.pks.insert(at, pk);
+                    rows.counts.splice(at * columns..at * columns, counts.iter().copied());
+                    lens.insert(at, edit.added_lens[j]);
+                    df_delta += 1;
+                }
+            }
+        }
+    }
+    df_delta
+}
+
+/// Rows `range` of `rows` as a block (its shortest row from `lens`).
+fn piece(rows: &Block, lens: &[u32], range: std::ops::Range<usize>) -> Block {
+    Block {
+        pks: rows.pks[range.clone()].to_vec(),
+        counts: rows.counts[range.start * NCOL..range.end * NCOL].to_vec(),
+        min_len: lens[range].iter().copied().min().unwrap_or(0),
+    }
+}
+
+/// The header bytes of an encoded block (what `blocks.head` holds).
+fn head_of(bytes: &[u8]) -> &[u8] {
+    Header::read(bytes).map_or(bytes, |(_, end)| &bytes[..end])
+}
+
+/// Stores a full block under `key` (its first pk, or below).
+fn insert_block(conn: &Connection, token: &str, key: u32, block: &Block, generation: i64) -> rusqlite::Result<()> {
+    let bytes = block.encode();
+    conn.prepare_cached("INSERT INTO postings (term, first_pk, block) VALUES (?1, ?2, ?3)")?
+        .execute(params![token, key, bytes])?;
+    conn.prepare_cached("INSERT INTO blocks (term, first_pk, last_pk, head, gen) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![token, key, block.pks[block.len() - 1], head_of(&bytes), generation])?;
+    Ok(())
+}
+
+fn delete_block(conn: &Connection, token: &str, key: u32) -> rusqlite::Result<()> {
+    conn.prepare_cached("DELETE FROM postings WHERE term = ?1 AND first_pk = ?2")?.execute(params![token, key])?;
+    conn.prepare_cached("DELETE FROM blocks WHERE term = ?1 AND first_pk = ?2")?.execute(params![token, key])?;
+    Ok(())
+}
+
+/// One token's rows taken out and put in. Rows added with new pks land in
+/// the token's tail, which its `lexicon` row holds (so a write that only
+/// adds rows reads and writes that one row; once the tail fills a block,
+/// the block moves to `postings`); rows below the tail change the stored
+/// block that holds them, in place.
 fn apply_token(conn: &Connection, token: &str, edit: &TokenEdit, generation: i64) -> rusqlite::Result<()> {
-    let columns = fts::COLUMNS.len();
-    let mut at_or_after = conn.prepare_cached(
-        "SELECT last_pk, block FROM postings WHERE term = ?1 AND last_pk >= ?2 ORDER BY last_pk LIMIT 1",
-    )?;
-    let mut last =
-        conn.prepare_cached("SELECT last_pk, block FROM postings WHERE term = ?1 ORDER BY last_pk DESC LIMIT 1")?;
-    let mut delete = conn.prepare_cached("DELETE FROM postings WHERE term = ?1 AND last_pk = ?2")?;
-    let mut insert = conn.prepare_cached("INSERT INTO postings (term, last_pk, block) VALUES (?1, ?2, ?3)")?;
-    let corrupt = |last_pk: i64| {
-        rusqlite::Error::FromSqlConversionFailure(
-            0,
-            rusqlite::types::Type::Blob,
-            format!("postings block of {token:?} ending at pk {last_pk} is not a valid block").into(),
-        )
+    let found: Option<LexiconRow> = conn
+        .prepare_cached("SELECT df, dir_gen, tail_from, tail FROM lexicon WHERE term = ?1")?
+        .query_row([token], |r| {
+            Ok(LexiconRow { df: r.get(0)?, dir_gen: r.get(1)?, tail_from: r.get(2)?, tail: r.get(3)? })
+        })
+        .optional()?;
+    let LexiconRow { mut df, mut dir_gen, mut tail_from, tail } =
+        found.unwrap_or(LexiconRow { df: 0, dir_gen: generation, tail_from: 0, tail: None });
+    let mut rows = match tail {
+        Some(bytes) => Block::decode(&bytes).ok_or_else(|| corrupt_block(token, tail_from))?,
+        None => Block::default(),
     };
     // Every pk the edit touches, ascending, with what happens to it.
     let mut ops: Vec<(u32, Option<usize>)> = edit.removed.iter().map(|&pk| (pk, None)).collect();
     ops.extend(edit.added.pks.iter().enumerate().map(|(i, &pk)| (pk, Some(i))));
     ops.sort_by_key(|&(pk, add)| (pk, add.is_some()));
-    let mut df_delta: i64 = 0;
+    let split = ops.partition_point(|&(pk, _)| i64::from(pk) < tail_from);
+    let (stored, in_tail) = ops.split_at(split);
     let mut i = 0;
-    while i < ops.len() {
-        let pk = ops[i].0;
-        let row = |r: &rusqlite::Row<'_>| Ok((r.get(0)?, r.get(1)?));
-        // Rows a write adds have new pks, past the token's last block: one
-        // lookup finds where all of them go.
-        let tail: Option<(i64, Vec<u8>)> = match i {
-            0 => last.query_row([token], row).optional()?,
-            _ => None,
+    while i < stored.len() {
+        let pk = stored[i].0;
+        let row = |r: &rusqlite::Row<'_>| Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?));
+        let at_or_below = conn
+            .prepare_cached(
+                "SELECT first_pk, block FROM postings WHERE term = ?1 AND first_pk <= ?2 ORDER BY first_pk DESC LIMIT 1",
+            )?
+            .query_row(params![token, pk], row)
+            .optional()?;
+        let found = match at_or_below {
+            Some(found) => Some(found),
+            None => conn
+                .prepare_cached("SELECT first_pk, block FROM postings WHERE term = ?1 ORDER BY first_pk LIMIT 1")?
+                .query_row([token], row)
+                .optional()?,
         };
-        let found = match tail {
-            Some((last_pk, bytes)) if last_pk < i64::from(pk) => Some((last_pk, bytes)),
-            None if i == 0 => None,
-            _ => match at_or_after.query_row(params![token, pk], row).optional()? {
-                Some(found) => Some(found),
-                None => last.query_row([token], row).optional()?,
-            },
+        let Some((key, bytes)) = found else {
+            // No stored block: the tail takes every row.
+            tail_from = 0;
+            break;
         };
-        // The ops that land in this block: the pks up to its last one; all
-        // that remain when it is the token's last block, or there is none.
-        let (end, old_last, mut rows) = match found {
-            Some((last_pk, bytes)) => {
-                let block = Block::decode(&bytes).ok_or_else(|| corrupt(last_pk))?;
-                let end = match last_pk >= i64::from(pk) {
-                    true => i + ops[i..].partition_point(|&(p, _)| i64::from(p) <= last_pk),
-                    false => ops.len(),
-                };
-                (end, Some(last_pk), block)
-            }
-            None => (ops.len(), None, Block::default()),
-        };
+        let mut block = Block::decode(&bytes).ok_or_else(|| corrupt_block(token, key))?;
+        dir_gen = generation;
+        let next: Option<i64> = conn
+            .prepare_cached("SELECT MIN(first_pk) FROM postings WHERE term = ?1 AND first_pk > ?2")?
+            .query_row(params![token, key], |r| r.get(0))?;
+        let end = i + stored[i..].partition_point(|&(p, _)| i64::from(p) < next.unwrap_or(tail_from));
         // Rows already stored keep the block's shortest length as theirs.
-        let mut lens = vec![rows.min_len; rows.len()];
-        for &(pk, add) in &ops[i..end] {
-            let at = rows.pks.partition_point(|&p| p < pk);
-            let present = rows.pks.get(at) == Some(&pk);
-            match add {
-                None => {
-                    if present {
-                        rows.pks.remove(at);
-                        rows.counts.drain(at * columns..(at + 1) * columns);
-                        lens.remove(at);
-                        df_delta -= 1;
-                    }
-                }
-                Some(j) => {
-                    let counts = &edit.added.counts[j * columns..(j + 1) * columns];
-                    if present {
-                        rows.counts[at * columns..(at + 1) * columns].copy_from_slice(counts);
-                        lens[at] = edit.added_lens[j];
-                    } else {
-                        rows.pks.insert(at, pk);
-                        rows.counts.splice(at * columns..at * columns, counts.iter().copied());
-                        lens.insert(at, edit.added_lens[j]);
-                        df_delta += 1;
+        let mut lens = vec![block.min_len; block.len()];
+        df += apply_ops(&mut block, &mut lens, &stored[i..end], edit);
+        let key = key as u32;
+        match block.pks.first() {
+            None => delete_block(conn, token, key)?,
+            Some(&first) => {
+                let pieces: Vec<usize> = (0..block.len()).step_by(BLOCK).collect();
+                for (p, &from) in pieces.iter().enumerate() {
+                    let part = piece(&block, &lens, from..(from + BLOCK).min(block.len()));
+                    match (p, first >= key) {
+                        // Still keyed as before: changed in place.
+                        (0, true) => {
+                            let bytes = part.encode();
+                            conn.prepare_cached("UPDATE postings SET block = ?3 WHERE term = ?1 AND first_pk = ?2")?
+                                .execute(params![token, key, bytes])?;
+                            conn.prepare_cached(
+                                "UPDATE blocks SET last_pk = ?3, head = ?4, gen = ?5 WHERE term = ?1 AND first_pk = ?2",
+                            )?
+                            .execute(params![
+                                token,
+                                key,
+                                part.pks[part.len() - 1],
+                                head_of(&bytes),
+                                generation
+                            ])?;
+                        }
+                        (0, false) => {
+                            delete_block(conn, token, key)?;
+                            insert_block(conn, token, first, &part, generation)?;
+                        }
+                        _ => insert_block(conn, token, part.pks[0], &part, generation)?,
                     }
                 }
             }
-        }
-        if let Some(l) = old_last {
-            delete.execute(params![token, l])?;
-        }
-        for (pks, (counts, lens)) in
-            rows.pks.chunks(BLOCK).zip(rows.counts.chunks(BLOCK * columns).zip(lens.chunks(BLOCK)))
-        {
-            let block =
-                Block { pks: pks.to_vec(), counts: counts.to_vec(), min_len: lens.iter().copied().min().unwrap_or(0) };
-            insert.execute(params![token, pks[pks.len() - 1], block.encode()])?;
         }
         i = end;
     }
-    let df: i64 = conn
-        .prepare_cached(
-            "INSERT INTO lexicon (term, df, gen) VALUES (?1, ?2, ?3)
-             ON CONFLICT (term) DO UPDATE SET df = df + excluded.df, gen = excluded.gen RETURNING df",
-        )?
-        .query_row(params![token, df_delta, generation], |r| r.get(0))?;
+    let in_tail = match i < stored.len() {
+        true => &ops[i..],
+        false => in_tail,
+    };
+    let mut lens = vec![rows.min_len; rows.len()];
+    df += apply_ops(&mut rows, &mut lens, in_tail, edit);
+    // A full tail moves to `postings`.
+    let mut from = 0;
+    while rows.len() - from >= BLOCK {
+        let part = piece(&rows, &lens, from..from + BLOCK);
+        insert_block(conn, token, part.pks[0], &part, generation)?;
+        tail_from = i64::from(part.pks[BLOCK - 1]) + 1;
+        dir_gen = generation;
+        from += BLOCK;
+    }
+    let tail = (from < rows.len()).then(|| piece(&rows, &lens, from..rows.len()).encode());
     if df <= 0 {
         conn.prepare_cached("DELETE FROM lexicon WHERE term = ?1")?.execute([token])?;
+        return Ok(());
     }
+    conn.prepare_cached(
+        "INSERT INTO lexicon (term, df, gen, dir_gen, tail_from, tail) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (term) DO UPDATE SET df = excluded.df, gen = excluded.gen, dir_gen = excluded.dir_gen,
+            tail_from = excluded.tail_from, tail = excluded.tail",
+    )?
+    .execute(params![token, df, generation, dir_gen, tail_from, tail])?;
     Ok(())
 }
 
 /// Writes the whole index from `chunks_fts` (a new schema version, or a
 /// refill of the full-text table), inside the migration's transaction.
 pub(crate) fn rebuild(conn: &Connection) -> rusqlite::Result<()> {
-    let columns = fts::COLUMNS.len();
     conn.execute_batch(
-        "DELETE FROM lexicon; DELETE FROM postings;
+        "DELETE FROM lexicon; DELETE FROM postings; DELETE FROM blocks;
          DROP TABLE IF EXISTS temp.lexicon_build;
          CREATE VIRTUAL TABLE temp.lexicon_build USING fts5vocab(main, chunks_fts, instance);",
     )?;
     let lens = crate::postings::docsizes(conn)?;
+    let min_len = |pks: &[u32]| pks.iter().map(|&pk| lens.get(pk as usize).copied().unwrap_or(0)).min().unwrap_or(0);
     {
-        let mut insert = conn.prepare("INSERT INTO postings (term, last_pk, block) VALUES (?1, ?2, ?3)")?;
-        let mut lexicon = conn.prepare("INSERT INTO lexicon (term, df, gen) VALUES (?1, ?2, 0)")?;
+        let mut lexicon = conn
+            .prepare("INSERT INTO lexicon (term, df, gen, dir_gen, tail_from, tail) VALUES (?1, ?2, 0, 0, ?3, ?4)")?;
         let mut select = conn.prepare("SELECT term, doc, col FROM temp.lexicon_build")?;
         let mut rows = select.query([])?;
         let mut term = String::new();
         let mut block = Block::default();
         let mut df: u64 = 0;
-        let mut flush = |term: &str, block: &mut Block| -> rusqlite::Result<()> {
-            if let Some(&last) = block.pks.last() {
-                block.min_len =
-                    block.pks.iter().map(|&pk| lens.get(pk as usize).copied().unwrap_or(0)).min().unwrap_or(0);
-                insert.execute(params![term, last, block.encode()])?;
-                block.pks.clear();
-                block.counts.clear();
+        let mut tail_from: i64 = 0;
+        // The token's last rows, under a block, go to its lexicon row.
+        let mut finish = |term: &str, block: &mut Block, df: u64, tail_from: i64| -> rusqlite::Result<()> {
+            if df == 0 {
+                return Ok(());
             }
+            block.min_len = min_len(&block.pks);
+            let tail = (!block.pks.is_empty()).then(|| block.encode());
+            lexicon.execute(params![term, df as i64, tail_from, tail])?;
+            block.pks.clear();
+            block.counts.clear();
             Ok(())
         };
         while let Some(row) = rows.next()? {
@@ -641,53 +843,123 @@ pub(crate) fn rebuild(conn: &Connection) -> rusqlite::Result<()> {
                 continue;
             };
             if token != term {
-                flush(&term, &mut block)?;
-                if df > 0 {
-                    lexicon.execute(params![term, df as i64])?;
-                }
+                finish(&term, &mut block, df, tail_from)?;
                 term = token;
                 df = 0;
+                tail_from = 0;
             }
             if block.pks.last() != Some(&pk) {
                 if block.len() == BLOCK {
-                    flush(&term, &mut block)?;
+                    block.min_len = min_len(&block.pks);
+                    insert_block(conn, &term, block.pks[0], &block, 0)?;
+                    tail_from = i64::from(block.pks[BLOCK - 1]) + 1;
+                    block.pks.clear();
+                    block.counts.clear();
                 }
                 block.pks.push(pk);
-                block.counts.resize(block.counts.len() + columns, 0);
+                block.counts.resize(block.counts.len() + NCOL, 0);
                 df += 1;
             }
-            let at = block.counts.len() - columns + c;
+            let at = block.counts.len() - NCOL + c;
             block.counts[at] = block.counts[at].saturating_add(1);
         }
-        flush(&term, &mut block)?;
-        if df > 0 {
-            lexicon.execute(params![term, df as i64])?;
-        }
+        finish(&term, &mut block, df, tail_from)?;
     }
     conn.execute_batch("DROP TABLE temp.lexicon_build")
 }
 
+/// Every token's document frequency and rows (pk and counts), from the
+/// stored blocks and tails in pk order; checks that each block's
+/// directory row agrees with it.
+#[cfg(test)]
+pub(crate) fn dump(conn: &Connection) -> Vec<(String, i64, u32, Vec<u32>)> {
+    let mut out = Vec::new();
+    let tokens: Vec<(String, i64, i64, Option<Vec<u8>>)> = {
+        let mut stmt = conn.prepare("SELECT term, df, tail_from, tail FROM lexicon ORDER BY term").unwrap();
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap().map(Result::unwrap).collect()
+    };
+    let mut select = conn
+        .prepare(
+            "SELECT p.first_pk, p.block, b.last_pk, b.head FROM postings p JOIN blocks b USING (term, first_pk)
+             WHERE term = ?1 ORDER BY first_pk",
+        )
+        .unwrap();
+    let mut stored = 0;
+    for (term, df, tail_from, tail) in tokens {
+        let blocks: Vec<(i64, Vec<u8>, i64, Vec<u8>)> = select
+            .query_map([&term], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let mut rows = Vec::new();
+        for (key, bytes, last_pk, head) in &blocks {
+            let block = Block::decode(bytes).unwrap();
+            assert!(i64::from(block.pks[0]) >= *key && i64::from(block.pks[block.len() - 1]) <= *last_pk, "{term}");
+            assert!(*last_pk < tail_from, "{term}: block ending at {last_pk}, tail from {tail_from}");
+            assert_eq!(head.as_slice(), head_of(bytes), "{term}");
+            rows.push(block);
+        }
+        stored += blocks.len();
+        if let Some(tail) = tail {
+            let block = Block::decode(&tail).unwrap();
+            assert!(i64::from(block.pks[0]) >= tail_from, "{term}");
+            rows.push(block);
+        }
+        let mut previous = None;
+        for block in rows {
+            for (j, &pk) in block.pks.iter().enumerate() {
+                assert!(previous < Some(pk), "{term}: pks out of order");
+                previous = Some(pk);
+                out.push((term.clone(), df, pk, block.counts[j * NCOL..(j + 1) * NCOL].to_vec()));
+            }
+        }
+        assert_eq!(out.iter().filter(|r| r.0 == term).count() as i64, df, "{term}");
+    }
+    let all: i64 = conn.query_row("SELECT count(*) FROM blocks", [], |r| r.get(0)).unwrap();
+    assert_eq!(all as usize, stored, "directory rows without a block, or blocks of no token");
+    out
+}
+
 // --------------------------------------------------------------- queries
 
-/// Where one block of a token lies in [`TermData::data`], and its bound.
+/// The generation [`Meta::written`] gives a token's tail (held by its
+/// [`TermData`], never by the block cache).
+const TAIL: i64 = -1;
+
+/// One block of a token: the pks it may hold and what bounds its terms.
 #[derive(Debug, Clone, Copy)]
 struct Meta {
+    /// Its key: no row of the block has a lower pk.
     first_pk: u32,
+    /// No row of the block has a higher pk.
     last_pk: u32,
-    start: u32,
-    end: u32,
     min_len: u32,
     /// The largest weighted frequency of a row of the block.
     max_f: f64,
+    /// The write generation that last changed the block ([`TAIL`] for the
+    /// token's tail): a cached copy of another generation is stale.
+    written: i64,
 }
 
-/// A token's blocks as stored, for one generation of the token.
+impl Meta {
+    fn new(first_pk: u32, last_pk: u32, header: &Header, written: i64) -> Meta {
+        Meta { first_pk, last_pk, min_len: header.min_len, max_f: weighted_frequency(&header.max_counts), written }
+    }
+}
+
+/// A token's directory of blocks, for one generation of the token: the
+/// stored blocks' keys and bounds, and its tail. The stored blocks' rows
+/// are read one block at a time, when a query reaches them (see
+/// [`BlockCache`]).
 #[derive(Debug)]
 pub(crate) struct TermData {
+    term: Arc<str>,
     generation: i64,
     df: u64,
+    /// The generation that last changed the token's stored blocks.
+    dir_gen: i64,
     blocks: Vec<Meta>,
-    data: Vec<u8>,
+    tail: Option<Arc<[u8]>>,
     /// The largest BM25 term ratio of its blocks (the term without its IDF
     /// factor), for the average length (its bits) it was computed with.
     bound: Mutex<Option<(u64, f64)>>,
@@ -712,57 +984,159 @@ impl TermData {
         // `bm25_term` is `idf` times the ratio: the same product bounds it.
         idf * ratio
     }
-}
 
-impl TermData {
     fn bytes(&self) -> usize {
-        self.data.len() + self.blocks.len() * std::mem::size_of::<Meta>() + 64
+        self.blocks.len() * std::mem::size_of::<Meta>()
+            + self.tail.as_ref().map_or(0, |t| t.len())
+            + self.term.len()
+            + 96
     }
 
-    fn load(conn: &Connection, term: &str, generation: i64, df: u64) -> rusqlite::Result<Option<TermData>> {
-        let mut stmt = conn.prepare_cached("SELECT last_pk, block FROM postings WHERE term = ?1 ORDER BY last_pk")?;
-        let mut rows = stmt.query([term])?;
-        let (mut blocks, mut data) = (Vec::new(), Vec::new());
-        while let Some(row) = rows.next()? {
-            let Ok(last_pk) = u32::try_from(row.get::<_, i64>(0)?) else { return Ok(None) };
-            let bytes = row.get_ref(1)?.as_blob()?;
-            let Some(header) = Header::read(bytes) else { return Ok(None) };
-            // The first delta is the first pk; the rest is decoded when a
-            // query needs the block.
-            let Some(first_pk) = get_u32(bytes, &mut header.rows_at.clone()) else { return Ok(None) };
-            let start = data.len() as u32;
-            data.extend_from_slice(bytes);
-            blocks.push(Meta {
-                first_pk,
-                last_pk,
-                start,
-                end: data.len() as u32,
-                min_len: header.min_len,
-                max_f: weighted_frequency(&header.max_counts),
-            });
+    /// The directory of `row`'s token; `None` when a block is unreadable.
+    /// The stored blocks' part is `previous`'s when no write changed them
+    /// since (a write that added rows to the tail only).
+    fn load(
+        conn: &Connection,
+        term: &str,
+        row: LexiconEntry,
+        previous: Option<&TermData>,
+    ) -> rusqlite::Result<Option<TermData>> {
+        let mut blocks = Vec::new();
+        if let Some(previous) = previous.filter(|p| p.dir_gen == row.dir_gen) {
+            blocks.extend(previous.blocks.iter().filter(|m| m.written != TAIL));
+        } else if row.tail_from > 0 {
+            let mut stmt = conn
+                .prepare_cached("SELECT first_pk, last_pk, head, gen FROM blocks WHERE term = ?1 ORDER BY first_pk")?;
+            let mut rows = stmt.query([term])?;
+            while let Some(r) = rows.next()? {
+                let (Ok(first_pk), Ok(last_pk)) =
+                    (u32::try_from(r.get::<_, i64>(0)?), u32::try_from(r.get::<_, i64>(1)?))
+                else {
+                    return Ok(None);
+                };
+                let Some((header, _)) = Header::read(r.get_ref(2)?.as_blob()?) else { return Ok(None) };
+                blocks.push(Meta::new(first_pk, last_pk, &header, r.get(3)?));
+            }
         }
-        data.shrink_to_fit();
-        Ok(Some(TermData { generation, df, blocks, data, bound: Mutex::new(None) }))
+        let tail = match row.tail {
+            Some(bytes) => {
+                let Some(layout) = Layout::read(&bytes) else { return Ok(None) };
+                let mut pks = Vec::new();
+                if layout.pks(&bytes, &mut pks).is_none() {
+                    return Ok(None);
+                }
+                blocks.push(Meta::new(pks[0], pks[pks.len() - 1], &layout.header, TAIL));
+                Some(Arc::from(bytes))
+            }
+            None => None,
+        };
+        blocks.shrink_to_fit();
+        Ok(Some(TermData {
+            term: Arc::from(term),
+            generation: row.generation,
+            df: row.df,
+            dir_gen: row.dir_gen,
+            blocks,
+            tail,
+            bound: Mutex::new(None),
+        }))
     }
 }
 
 /// A phrase's rows and their `bm25()` terms, as FTS5 scores the phrase
 /// alone (see `postings.rs`), with the largest term of each block.
+///
+/// A term is kept as the row's weighted frequency of the phrase (one byte:
+/// which of the list's few distinct frequencies), found from FTS5's term
+/// and checked to give that term's very bits with the statistics of the
+/// state the list was read in (it is dropped when the store changes): a
+/// frequent phrase's rows take 5 bytes each instead of 12. A row no
+/// frequency reproduces keeps its term as FTS5 gave it.
 #[derive(Debug)]
 pub(crate) struct PhraseList {
     pks: Vec<u32>,
-    terms: Vec<f64>,
+    /// Each row's frequency in `frequencies`, or [`ESCAPED`].
+    which: Vec<u8>,
+    frequencies: Vec<f64>,
+    /// (row, term) of the rows marked [`ESCAPED`], by row.
+    escaped: Vec<(u32, f64)>,
+    idf: f64,
     block_max: Vec<f64>,
 }
 
+/// A phrase row whose term is kept as FTS5 gave it.
+const ESCAPED: u8 = u8::MAX;
+
+/// Every weighted frequency of a row with at most 8 instances, ascending.
+fn achievable_frequencies() -> &'static [f64] {
+    static VALUES: std::sync::OnceLock<Vec<f64>> = std::sync::OnceLock::new();
+    VALUES.get_or_init(|| {
+        let mut out = Vec::new();
+        let mut counts = [0u32; NCOL];
+        fn walk(c: usize, left: u32, counts: &mut [u32; NCOL], out: &mut Vec<f64>) {
+            if c == NCOL {
+                out.push(weighted_frequency(counts));
+                return;
+            }
+            for n in 0..=left {
+                counts[c] = n;
+                walk(c + 1, left - n, counts, out);
+            }
+            counts[c] = 0;
+        }
+        walk(0, 8, &mut counts, &mut out);
+        out.sort_by(f64::total_cmp);
+        out.dedup_by(|a, b| a.to_bits() == b.to_bits());
+        out
+    })
+}
+
 impl PhraseList {
-    fn new(pks: Vec<u32>, terms: Vec<f64>) -> Self {
+    fn new(pks: Vec<u32>, terms: Vec<f64>, stats: TableStats, lengths: &[u32]) -> Self {
         let block_max = terms.chunks(BLOCK).map(|c| c.iter().copied().fold(0.0, f64::max)).collect();
-        PhraseList { pks, terms, block_max }
+        let idf = lexical::idf(stats.rows, pks.len() as u64);
+        let (mut which, mut frequencies, mut escaped) = (Vec::with_capacity(pks.len()), Vec::new(), Vec::new());
+        for (j, (&pk, &t)) in pks.iter().zip(&terms).enumerate() {
+            let d = f64::from(lengths.get(pk as usize).copied().unwrap_or(0));
+            let exact = |f: f64| lexical::bm25_term(idf, f, d, stats.avgdl).to_bits() == t.to_bits();
+            let found = frequencies.iter().position(|&f| exact(f)).or_else(|| {
+                // The frequency the term was computed from, near the
+                // inverse of the formula.
+                let k = lexical::K1 * (1.0 - lexical::B + lexical::B * d / stats.avgdl);
+                let guess = t * k / (idf * (lexical::K1 + 1.0) - t);
+                let values = achievable_frequencies();
+                let at = values.partition_point(|&v| v < guess);
+                let f = values[at.saturating_sub(3)..(at + 3).min(values.len())].iter().copied().find(|&f| exact(f))?;
+                (frequencies.len() < usize::from(ESCAPED)).then(|| {
+                    frequencies.push(f);
+                    frequencies.len() - 1
+                })
+            });
+            match found {
+                Some(i) => which.push(i as u8),
+                None => {
+                    which.push(ESCAPED);
+                    escaped.push((j as u32, t));
+                }
+            }
+        }
+        PhraseList { pks, which, frequencies, escaped, idf, block_max }
+    }
+
+    /// The term of row `j`, whose length is `d`, for the average length
+    /// the list was read with.
+    fn term(&self, j: usize, d: f64, avgdl: f64) -> f64 {
+        match self.which[j] {
+            ESCAPED => {
+                let at = self.escaped.partition_point(|&(row, _)| (row as usize) < j);
+                self.escaped.get(at).map_or(0.0, |&(_, t)| t)
+            }
+            i => lexical::bm25_term(self.idf, self.frequencies[usize::from(i)], d, avgdl),
+        }
     }
 
     fn bytes(&self) -> usize {
-        self.pks.len() * 12 + self.block_max.len() * 8 + 64
+        self.pks.len() * 5 + self.escaped.len() * 16 + self.block_max.len() * 8 + 64
     }
 }
 
@@ -783,6 +1157,15 @@ struct Entry {
     checked_at: u64,
 }
 
+/// A token's `lexicon` row.
+struct LexiconEntry {
+    df: u64,
+    generation: i64,
+    dir_gen: i64,
+    tail_from: i64,
+    tail: Option<Vec<u8>>,
+}
+
 /// (document frequency, generation) of `token` in the lexicon; a token no
 /// row holds has generation -1.
 fn lookup(conn: &Connection, token: &str) -> rusqlite::Result<(u64, i64)> {
@@ -793,8 +1176,132 @@ fn lookup(conn: &Connection, token: &str) -> rusqlite::Result<(u64, i64)> {
     Ok(found.map_or((0, -1), |(df, g)| (df.max(0) as u64, g)))
 }
 
-/// What queries keep between writes: tokens' blocks (valid for their
-/// generation, so only the tokens a write changed are read again), phrase
+/// [`lookup`] with the token's tail.
+fn lookup_entry(conn: &Connection, token: &str) -> rusqlite::Result<LexiconEntry> {
+    let found = conn
+        .prepare_cached("SELECT df, gen, dir_gen, tail_from, tail FROM lexicon WHERE term = ?1")?
+        .query_row([token], |r| {
+            Ok(LexiconEntry {
+                df: r.get::<_, i64>(0)?.max(0) as u64,
+                generation: r.get(1)?,
+                dir_gen: r.get(2)?,
+                tail_from: r.get(3)?,
+                tail: r.get(4)?,
+            })
+        })
+        .optional()?;
+    Ok(found.unwrap_or(LexiconEntry { df: 0, generation: -1, dir_gen: -1, tail_from: 0, tail: None }))
+}
+
+/// Drops the least recently used of `map`'s entries until `bytes` is at
+/// most three quarters of `budget` (so a full cache sorts its entries once
+/// per quarter of its budget, not once per insertion).
+fn evict<K: Clone + Eq + std::hash::Hash, V>(
+    map: &mut HashMap<K, V>,
+    bytes: &mut usize,
+    budget: usize,
+    used: impl Fn(&V) -> u64,
+    size: impl Fn(&V) -> usize,
+) {
+    let mut by_age: Vec<(u64, K)> = map.iter().map(|(k, v)| (used(v), k.clone())).collect();
+    by_age.sort_unstable_by_key(|(u, _)| *u);
+    for (_, key) in by_age {
+        if *bytes <= budget / 4 * 3 {
+            break;
+        }
+        if let Some(v) = map.remove(&key) {
+            *bytes -= size(&v);
+        }
+    }
+}
+
+/// A stored block kept by the [`BlockCache`].
+#[derive(Debug)]
+struct KeptBlock {
+    written: i64,
+    bytes: Arc<[u8]>,
+    used: u64,
+}
+
+impl KeptBlock {
+    fn size(&self) -> usize {
+        self.bytes.len() + 96
+    }
+}
+
+/// Stored blocks read by queries, by (token, key), each valid for the
+/// generation that wrote it: a write changes only the blocks it rewrote, so
+/// a token's other blocks stay cached across writes.
+#[derive(Debug)]
+pub(crate) struct BlockCache {
+    blocks: HashMap<(Arc<str>, u32), KeptBlock>,
+    bytes: usize,
+    budget: usize,
+    tick: u64,
+    /// Blocks read from the store.
+    reads: u64,
+}
+
+impl BlockCache {
+    fn new(budget: usize) -> Self {
+        BlockCache { blocks: HashMap::new(), bytes: 0, budget, tick: 0, reads: 0 }
+    }
+
+    /// Block `b` of `data`'s token.
+    fn get(&mut self, conn: &Connection, data: &TermData, b: usize) -> rusqlite::Result<Option<Arc<[u8]>>> {
+        let m = &data.blocks[b];
+        if m.written == TAIL {
+            return Ok(data.tail.clone());
+        }
+        self.tick += 1;
+        let key = (data.term.clone(), m.first_pk);
+        if let Some(kept) = self.blocks.get_mut(&key)
+            && kept.written == m.written
+        {
+            kept.used = self.tick;
+            return Ok(Some(kept.bytes.clone()));
+        }
+        let bytes: Option<Vec<u8>> = conn
+            .prepare_cached("SELECT block FROM postings WHERE term = ?1 AND first_pk = ?2")?
+            .query_row(params![&*data.term, m.first_pk], |r| r.get(0))
+            .optional()?;
+        let Some(bytes) = bytes else { return Ok(None) };
+        self.reads += 1;
+        let bytes: Arc<[u8]> = Arc::from(bytes);
+        let kept = KeptBlock { written: m.written, bytes: bytes.clone(), used: self.tick };
+        self.bytes += kept.size();
+        if let Some(old) = self.blocks.insert(key, kept) {
+            self.bytes -= old.size();
+        }
+        if self.bytes > self.budget {
+            evict(&mut self.blocks, &mut self.bytes, self.budget, |k| k.used, KeptBlock::size);
+        }
+        Ok(Some(bytes))
+    }
+}
+
+/// What a ranking reads blocks through; remembers the first failure.
+struct Fetcher<'c> {
+    conn: &'c Connection,
+    blocks: &'c mut BlockCache,
+    failed: Option<rusqlite::Error>,
+}
+
+impl Fetcher<'_> {
+    fn get(&mut self, data: &TermData, b: usize) -> Option<Arc<[u8]>> {
+        match self.blocks.get(self.conn, data, b) {
+            Ok(found) => found,
+            Err(e) => {
+                self.failed.get_or_insert(e);
+                None
+            }
+        }
+    }
+}
+
+/// What queries keep between writes: tokens' directories (valid for their
+/// generation, so only the tokens a write changed are read again), their
+/// stored blocks (each valid for the generation that wrote it), phrase
 /// lists and every row's length (valid until the store changes; this
 /// process's writes update the lengths in place).
 #[derive(Debug)]
@@ -803,11 +1310,15 @@ pub(crate) struct Cache {
     bytes: usize,
     budget: usize,
     tick: u64,
+    blocks: BlockCache,
     phrases: HashMap<String, Arc<PhraseList>>,
     phrase_bytes: usize,
     phrases_at: u64,
     lengths: Option<Vec<u32>>,
     lengths_at: u64,
+    /// The rows the last filter let through, as of a change: a million
+    /// rows take milliseconds to gather, a copy of their bitmap microseconds.
+    allowed: Option<(u64, SearchFilter, RowSet)>,
 }
 
 impl Default for Cache {
@@ -815,13 +1326,15 @@ impl Default for Cache {
         Cache {
             tokens: HashMap::new(),
             bytes: 0,
-            budget: CACHE_BYTES,
+            budget: DIRECTORY_BYTES,
             tick: 0,
+            blocks: BlockCache::new(BLOCK_CACHE_BYTES),
             phrases: HashMap::new(),
             phrase_bytes: 0,
             phrases_at: 0,
             lengths: None,
             lengths_at: 0,
+            allowed: None,
         }
     }
 }
@@ -829,17 +1342,33 @@ impl Default for Cache {
 impl Cache {
     /// Forgets everything (the bench's cold row).
     pub fn clear(&mut self) {
-        *self = Cache { budget: self.budget, ..Cache::default() };
+        *self = Cache { budget: self.budget, blocks: BlockCache::new(self.blocks.budget), ..Cache::default() };
     }
 
+    /// Bounds the directories and the blocks kept to `budget` bytes each.
     #[cfg(test)]
     pub fn set_budget(&mut self, budget: usize) {
         self.budget = budget;
+        self.blocks.budget = budget;
     }
 
+    /// Stored blocks read since the cache was made or cleared.
     #[cfg(test)]
-    pub fn kept_bytes(&self) -> usize {
-        self.bytes
+    pub fn block_reads(&self) -> u64 {
+        self.blocks.reads
+    }
+
+    /// Rows of the phrase lists kept, and how many of them keep FTS5's
+    /// term rather than their frequency.
+    #[cfg(test)]
+    pub fn phrase_rows(&self) -> (usize, usize) {
+        self.phrases.values().fold((0, 0), |(rows, escaped), p| (rows + p.pks.len(), escaped + p.escaped.len()))
+    }
+
+    /// Bytes of directories and blocks kept.
+    #[cfg(test)]
+    pub fn kept_bytes(&self) -> (usize, usize) {
+        (self.bytes, self.blocks.bytes)
     }
 
     /// After this process committed a write that moved the store from
@@ -860,6 +1389,19 @@ impl Cache {
         self.lengths_at = after;
     }
 
+    /// The rows `filter` lets through as of change `changes`, from `gather`
+    /// unless the last query asked the same.
+    pub fn allowed(&mut self, changes: u64, filter: &SearchFilter, gather: impl FnOnce() -> RowSet) -> RowSet {
+        match &self.allowed {
+            Some((at, kept, rows)) if *at == changes && kept == filter => rows.clone(),
+            _ => {
+                let rows = gather();
+                self.allowed = Some((changes, filter.clone(), rows.clone()));
+                rows
+            }
+        }
+    }
+
     /// Every row's length in tokens, by pk, as of change `changes`.
     pub fn lengths(&mut self, conn: &Connection, changes: u64) -> rusqlite::Result<&[u32]> {
         if self.lengths.is_none() || self.lengths_at != changes {
@@ -867,6 +1409,27 @@ impl Cache {
             self.lengths_at = changes;
         }
         Ok(self.lengths.as_deref().unwrap_or_default())
+    }
+
+    /// [`best_rows`] over `lists`, reading their blocks through the block
+    /// cache; `None` when a stored block is unreadable.
+    pub fn best_rows(
+        &mut self,
+        conn: &Connection,
+        lists: &[List],
+        stats: TableStats,
+        changes: u64,
+        allowed: &RowSet,
+        need: usize,
+    ) -> rusqlite::Result<Option<Vec<(i64, f64)>>> {
+        self.lengths(conn, changes)?;
+        let Cache { lengths, blocks, .. } = self;
+        let fetch = RefCell::new(Fetcher { conn, blocks, failed: None });
+        let found = best_rows(lists, stats, lengths.as_deref().unwrap_or_default(), allowed, need, &fetch);
+        if let Some(e) = fetch.into_inner().failed {
+            return Err(e);
+        }
+        Ok(found.ok())
     }
 
     /// The number of rows holding `token`, as of change `changes`.
@@ -880,7 +1443,7 @@ impl Cache {
     }
 
     /// The rows holding `token` as of change `changes` (none when no row
-    /// does); `None` when the stored blocks are not readable.
+    /// does); `None` when the stored directory is not readable.
     pub fn token(&mut self, conn: &Connection, token: &str, changes: u64) -> rusqlite::Result<Option<List>> {
         self.tick += 1;
         if let Some(entry) = self.tokens.get_mut(token)
@@ -891,20 +1454,29 @@ impl Cache {
         }
         // The store changed since: the token's generation says whether a
         // write changed its rows.
-        let (df, generation) = lookup(conn, token)?;
+        let row = lookup_entry(conn, token)?;
         if let Some(entry) = self.tokens.get_mut(token)
-            && entry.data.generation == generation
-            && entry.data.df == df
+            && entry.data.generation == row.generation
+            && entry.data.df == row.df
         {
             (entry.used, entry.checked_at) = (self.tick, changes);
             return Ok(Some(List::Token(entry.data.clone())));
         }
-        if let Some(old) = self.tokens.remove(token) {
+        let previous = self.tokens.remove(token);
+        if let Some(old) = &previous {
             self.bytes -= old.data.bytes();
         }
-        let data = match df {
-            0 => TermData { generation, df, blocks: Vec::new(), data: Vec::new(), bound: Mutex::new(None) },
-            _ => match TermData::load(conn, token, generation, df)? {
+        let data = match row.df {
+            0 => TermData {
+                term: Arc::from(token),
+                generation: row.generation,
+                df: 0,
+                dir_gen: row.dir_gen,
+                blocks: Vec::new(),
+                tail: None,
+                bound: Mutex::new(None),
+            },
+            _ => match TermData::load(conn, token, row, previous.as_ref().map(|e| &*e.data))? {
                 Some(data) => data,
                 None => return Ok(None),
             },
@@ -920,21 +1492,22 @@ impl Cache {
         if size > self.budget {
             return;
         }
-        while self.bytes + size > self.budget {
-            let Some(oldest) = self.tokens.iter().min_by_key(|(_, e)| e.used).map(|(t, _)| t.clone()) else {
-                break;
-            };
-            if let Some(old) = self.tokens.remove(&oldest) {
-                self.bytes -= old.data.bytes();
-            }
-        }
         self.bytes += size;
         self.tokens.insert(token.to_owned(), Entry { data, used: self.tick, checked_at: changes });
+        if self.bytes > self.budget {
+            evict(&mut self.tokens, &mut self.bytes, self.budget, |e| e.used, |e| e.data.bytes());
+        }
     }
 
     /// The rows of a phrase FTS5 matches, with their terms, as of change
     /// `changes`; `None` when a pk does not fit.
-    pub fn phrase(&mut self, conn: &Connection, term: &Term, changes: u64) -> rusqlite::Result<Option<List>> {
+    pub fn phrase(
+        &mut self,
+        conn: &Connection,
+        term: &Term,
+        stats: TableStats,
+        changes: u64,
+    ) -> rusqlite::Result<Option<List>> {
         if self.phrases_at != changes {
             self.phrases.clear();
             self.phrase_bytes = 0;
@@ -944,7 +1517,8 @@ impl Cache {
             return Ok(Some(List::Phrase(list.clone())));
         }
         let Some((pks, terms)) = crate::postings::phrase_terms(conn, term)? else { return Ok(None) };
-        let list = Arc::new(PhraseList::new(pks, terms));
+        let lengths = self.lengths(conn, changes)?;
+        let list = Arc::new(PhraseList::new(pks, terms, stats, lengths));
         if self.phrase_bytes + list.bytes() <= PHRASE_BYTES {
             self.phrase_bytes += list.bytes();
             self.phrases.insert(term.text.clone(), list.clone());
@@ -954,39 +1528,41 @@ impl Cache {
 }
 
 /// A position in one list during [`best_rows`].
-struct Cursor<'a> {
+struct Cursor<'a, 'c> {
     list: &'a List,
+    fetch: &'a RefCell<Fetcher<'c>>,
     idf: f64,
     avgdl: f64,
     lengths: &'a [u32],
     /// The current block; rows below `floor` in it are passed.
     block: usize,
     floor: u32,
-    /// The block whose pks are in `pks`, if any; for a token, where its
-    /// packed counts start.
+    /// The block whose pks are in `pks`, if any; for a token, its bytes
+    /// and their layout.
     loaded: Option<usize>,
-    packed_at: usize,
+    bytes: Option<(Arc<[u8]>, Layout)>,
     pks: Vec<u32>,
     counts: Vec<u32>,
     pos: usize,
     corrupt: bool,
 }
 
-impl<'a> Cursor<'a> {
-    fn new(list: &'a List, stats: TableStats, lengths: &'a [u32]) -> Self {
+impl<'a, 'c> Cursor<'a, 'c> {
+    fn new(list: &'a List, fetch: &'a RefCell<Fetcher<'c>>, stats: TableStats, lengths: &'a [u32]) -> Self {
         let idf = match list {
             List::Token(data) => lexical::idf(stats.rows, data.df),
             List::Phrase(_) => 0.0,
         };
         Cursor {
             list,
+            fetch,
             idf,
             avgdl: stats.avgdl,
             lengths,
             block: 0,
             floor: 0,
             loaded: None,
-            packed_at: 0,
+            bytes: None,
             pks: Vec::new(),
             counts: vec![0; fts::COLUMNS.len()],
             pos: 0,
@@ -1034,15 +1610,17 @@ impl<'a> Cursor<'a> {
         self.pks.clear();
         match self.list {
             List::Token(data) => {
-                let m = &data.blocks[b];
-                let bytes = &data.data[m.start as usize..m.end as usize];
-                match Header::read(bytes).and_then(|header| decode_pks(bytes, &header, &mut self.pks)) {
-                    Some(at) => self.packed_at = at,
-                    None => {
-                        self.pks.clear();
-                        self.corrupt = true;
-                    }
+                let bytes = self.fetch.borrow_mut().get(data, b);
+                let found = bytes.and_then(|bytes| {
+                    let layout = Layout::read(&bytes)?;
+                    layout.pks(&bytes, &mut self.pks)?;
+                    Some((bytes, layout))
+                });
+                if found.is_none() {
+                    self.pks.clear();
+                    self.corrupt = true;
                 }
+                self.bytes = found;
             }
             List::Phrase(p) => {
                 let range = b * BLOCK..((b + 1) * BLOCK).min(p.pks.len());
@@ -1086,10 +1664,12 @@ impl<'a> Cursor<'a> {
     fn term(&mut self) -> f64 {
         let b = self.block;
         match self.list {
-            List::Token(data) => {
-                let m = &data.blocks[b];
-                let bytes = &data.data[m.start as usize..m.end as usize];
-                if row_counts(bytes, self.packed_at, self.pks.len(), self.pos, &mut self.counts).is_none() {
+            List::Token(_) => {
+                let counted = self
+                    .bytes
+                    .as_ref()
+                    .and_then(|(bytes, layout)| layout.row_counts(bytes, self.pos, &mut self.counts));
+                if counted.is_none() {
                     self.corrupt = true;
                     return 0.0;
                 }
@@ -1097,7 +1677,10 @@ impl<'a> Cursor<'a> {
                 let d = f64::from(self.lengths.get(self.pks[self.pos] as usize).copied().unwrap_or(0));
                 lexical::bm25_term(self.idf, f, d, self.avgdl)
             }
-            List::Phrase(p) => p.terms[b * BLOCK + self.pos],
+            List::Phrase(p) => {
+                let d = f64::from(self.lengths.get(self.pks[self.pos] as usize).copied().unwrap_or(0));
+                p.term(b * BLOCK + self.pos, d, self.avgdl)
+            }
         }
     }
 
@@ -1162,18 +1745,19 @@ pub(crate) struct CorruptBlock;
 /// bounds (with the non-essential lists' bounds) cannot reach the top is
 /// skipped undecoded, and a candidate probes the non-essential lists only
 /// while their block bounds at its pk can still lift it in.
-pub(crate) fn best_rows(
+fn best_rows(
     lists: &[List],
     stats: TableStats,
     lengths: &[u32],
     allowed: &RowSet,
     need: usize,
+    fetch: &RefCell<Fetcher<'_>>,
 ) -> Result<Vec<(i64, f64)>, CorruptBlock> {
     let n = lists.len();
     if need == 0 || n == 0 || allowed.len() == 0 {
         return Ok(Vec::new());
     }
-    let mut cursors: Vec<Cursor<'_>> = lists.iter().map(|l| Cursor::new(l, stats, lengths)).collect();
+    let mut cursors: Vec<Cursor<'_, '_>> = lists.iter().map(|l| Cursor::new(l, fetch, stats, lengths)).collect();
     let bounds: Vec<f64> = cursors.iter().map(Cursor::list_bound).collect();
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| bounds[a].total_cmp(&bounds[b]).then(a.cmp(&b)));
@@ -1278,21 +1862,44 @@ mod tests {
         let block = Block { pks, counts, min_len: 17 };
         let bytes = block.encode();
         assert_eq!(Block::decode(&bytes), Some(block.clone()));
-        let header = Header::read(&bytes).unwrap();
+        let (header, _) = Header::read(&bytes).unwrap();
         for c in 0..columns {
             let max = block.counts.iter().skip(c).step_by(columns).max().copied().unwrap();
             assert_eq!(header.max_counts[c], max);
         }
         // Any row's counts, read alone.
+        let layout = Layout::read(&bytes).unwrap();
         let mut pks = Vec::new();
-        let packed_at = decode_pks(&bytes, &header, &mut pks).unwrap();
+        layout.pks(&bytes, &mut pks).unwrap();
+        assert_eq!(pks, block.pks);
         let mut row = vec![0; columns];
         for j in 0..block.len() {
-            row_counts(&bytes, packed_at, block.len(), j, &mut row).unwrap();
+            layout.row_counts(&bytes, j, &mut row).unwrap();
             assert_eq!(row, block.counts[j * columns..(j + 1) * columns], "row {j}");
         }
         assert_eq!(Block::decode(&bytes[..bytes.len() - 1]), None);
         assert_eq!(Block::decode(&[]), None);
+    }
+
+    /// A frequent token's rows (mostly once, in one column) take about the
+    /// bits of their deltas and one bit each.
+    #[test]
+    fn frequent_rows_pack_into_a_few_bits_each() {
+        let pks: Vec<u32> = (0..BLOCK as u32).map(|i| 1000 + i * 3).collect();
+        let mut counts = vec![0; BLOCK * NCOL];
+        for j in 0..BLOCK {
+            counts[j * NCOL] = 1;
+        }
+        counts[5 * NCOL + 1] = 2;
+        let block = Block { pks, counts, min_len: 4 };
+        let bytes = block.encode();
+        // Deltas of 3 (2 bits less one), 1 bit for the first column and 2
+        // for the second: 5 bits a row, and a few bytes of header.
+        assert!(bytes.len() <= 12 + BLOCK * 5 / 8, "{} bytes", bytes.len());
+        assert_eq!(Block::decode(&bytes), Some(block));
+        // A block of one row has no deltas.
+        let one = Block { pks: vec![7], counts: vec![1; NCOL], min_len: 1 };
+        assert_eq!(Block::decode(&one.encode()), Some(one));
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! **SQLite is the source of truth.** The folder holds one SQLite database in
 //! WAL mode with these tables: `chunks` (id, document, metadata, and the
 //! fields filters test), `vectors` (one little-endian `f32` blob per chunk),
-//! `chunks_fts` (an FTS5 index of the documents), `lexicon` and `postings`
-//! (the lexical index, see below) and `files` (whole files per namespace,
+//! `chunks_fts` (an FTS5 index of the documents), `lexicon`, `postings` and
+//! `blocks` (the lexical index, see below) and `files` (whole files per namespace,
 //! for navigation tools). Every write — an [`IndexStore::upsert`],
 //! an [`IndexStore::delete`] or a [`WriteBatch`] mixing both with file
 //! writes — is one `BEGIN IMMEDIATE … COMMIT` transaction. A writer killed at
@@ -60,8 +60,8 @@
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
 //! shortcut and its `bm25()` walks every phrase's rows on every statement,
 //! so the ranking runs in Rust over a persistent inverted index of FTS5's
-//! own tokens (`lexindex.rs`): two more tables, `lexicon` and `postings`
-//! (compressed blocks of rows, each with a score bound), changed by every
+//! own tokens (`lexindex.rs`): three more tables, `lexicon`, `postings` and
+//! `blocks` (bit-packed blocks of rows, each with a score bound), changed by every
 //! write in its transaction, so they hold exactly what `chunks_fts` holds.
 //! Block-max MaxScore scores only rows that pass the filter and can still
 //! reach the top, with FTS5's formula and statistics, so the answer, scores
@@ -1084,10 +1084,13 @@ impl View<'_> {
         if passes[0].is_empty() {
             passes.remove(0);
         }
-        let mut allowed = lexical::RowSet::default();
-        for pk in index.passing(&index.mask(filter)) {
-            allowed.insert(pk);
-        }
+        let mut allowed = reader.lexicon.allowed(self.changes, filter, || {
+            let mut allowed = lexical::RowSet::default();
+            for pk in index.passing(&index.mask(filter)) {
+                allowed.insert(pk);
+            }
+            allowed
+        });
         let mut hits: Vec<(i64, f64)> = Vec::with_capacity(k);
         for pass in passes {
             if hits.len() == k {
@@ -1173,15 +1176,14 @@ fn view_index_rows(
     for p in pass {
         let list = match p.term.single_token {
             true => lexicon.token(conn, &p.term.text, changes),
-            false => lexicon.phrase(conn, p.term, changes),
+            false => lexicon.phrase(conn, p.term, stats, changes),
         };
         match list.map_err(err())? {
             Some(list) => lists.push(list),
             None => return Ok(None),
         }
     }
-    let lengths = lexicon.lengths(conn, changes).map_err(err())?;
-    Ok(lexindex::best_rows(&lists, stats, lengths, allowed, need).ok())
+    lexicon.best_rows(conn, &lists, stats, changes, allowed, need).map_err(err())
 }
 
 /// The `name()` of the store in both traits.
@@ -1499,53 +1501,91 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = equals_fts5_through_deletes_and_updates(dir.path(), LexicalPlan::Index);
         // The index served the queries (it keeps what it read).
-        assert!(store.reader().lexicon.kept_bytes() > 0);
-        // With room for almost nothing, tokens are read per query and the
-        // least recently used dropped: the answers stay FTS5's.
+        let (directories, blocks) = store.reader().lexicon.kept_bytes();
+        assert!(directories > 0 && blocks > 0, "{directories} and {blocks} bytes kept");
+        // Phrases kept their rows' frequencies, not FTS5's terms.
+        let (rows, escaped) = store.reader().lexicon.phrase_rows();
+        assert!(rows > 100 && escaped * 100 < rows, "{escaped} of {rows} phrase rows keep FTS5's term");
+        // With room for almost nothing, directories and blocks are read per
+        // query and the least recently used dropped: the answers stay FTS5's.
         store.reader().lexicon.set_budget(4096);
         let filters = [SearchFilter::default()];
         assert!(compare_lexical(&store, &filters, &mut Rng(5), LexicalPlan::Index) > 40);
-        assert!(store.reader().lexicon.kept_bytes() <= 4096);
+        let (directories, blocks) = store.reader().lexicon.kept_bytes();
+        assert!(directories <= 4096 && blocks <= 4096, "{directories} and {blocks} bytes kept");
+        // What the writes left equals what a rebuild writes.
+        let kept = lexindex::dump(&store.reader().conn);
+        lexindex::rebuild(&store.db().conn).unwrap();
+        assert_eq!(kept, lexindex::dump(&store.reader().conn));
     }
 
     /// The persistent index written at open from `chunks_fts` (as for a
-    /// store of an older version) holds what the writes left.
+    /// store of an older version) holds what the writes left: rows deleted
+    /// from stored blocks and tails, rows replaced in place (same pk, new
+    /// counts), and rows appended past full tails.
     #[test]
     fn a_rebuilt_index_equals_the_one_writes_kept() {
         let dir = tempfile::tempdir().unwrap();
         let (store, _) = lexical_store(dir.path());
-        let rows = |store: &EmbeddedStore| -> Vec<(String, i64, Vec<u8>)> {
-            let reader = store.reader();
-            let mut stmt = reader
-                .conn
-                .prepare(
-                    "SELECT p.term, l.df, p.block FROM postings p JOIN lexicon l USING (term) ORDER BY term, last_pk",
-                )
-                .unwrap();
-            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
+        let rows = |store: &EmbeddedStore| lexindex::dump(&store.reader().conn);
+        let blocks = |store: &EmbeddedStore| -> i64 {
+            store.reader().conn.query_row("SELECT count(*) FROM postings", [], |r| r.get(0)).unwrap()
         };
-        // Rows written in batches, then some deleted and replaced.
         let ids: Vec<String> = (0..3000).step_by(13).map(|i| format!("c{i}")).collect();
         store.delete_chunks(&ids).unwrap();
+        let mut rng = Rng(3);
+        let replaced: Vec<EmbeddedChunk> = (0..3000)
+            .step_by(7)
+            .map(|i| {
+                let body: Vec<String> = (0..5 + rng.below(40)).map(|_| word(&mut rng)).collect();
+                lexical_record(i, &body.join(" "))
+            })
+            .collect();
+        store.upsert_chunks(&replaced).unwrap();
+        // New chunks, a few at a time: each write appends to the tails.
+        for round in 0..5 {
+            let added: Vec<EmbeddedChunk> = (0..40)
+                .map(|j| {
+                    let body: Vec<String> = (0..20).map(|_| word(&mut rng)).collect();
+                    lexical_record(3000 + round * 40 + j, &body.join(" "))
+                })
+                .collect();
+            store.upsert_chunks(&added).unwrap();
+        }
         let kept = rows(&store);
-        assert!(kept.len() > 100, "{} blocks", kept.len());
+        let stored = blocks(&store);
+        assert!(stored > 30, "{stored} stored blocks");
+        assert!(kept.len() > 30_000, "{} rows", kept.len());
         let db = store.db();
         lexindex::rebuild(&db.conn).unwrap();
         drop(db);
-        let rebuilt = rows(&store);
         // Blocks split at other places; the rows per token must agree.
-        let flatten = |rows: &[(String, i64, Vec<u8>)]| -> Vec<(String, i64, u32, Vec<u32>)> {
-            let columns = fts::COLUMNS.len();
-            let mut out = Vec::new();
-            for (term, df, bytes) in rows {
-                let block = lexindex::Block::decode(bytes).unwrap();
-                for (j, &pk) in block.pks.iter().enumerate() {
-                    out.push((term.clone(), *df, pk, block.counts[j * columns..(j + 1) * columns].to_vec()));
-                }
-            }
-            out
-        };
-        assert_eq!(flatten(&kept), flatten(&rebuilt));
+        assert_eq!(kept, rows(&store));
+    }
+
+    /// A query reads the stored blocks its probes and scans reach, not
+    /// every block of its tokens: a frequent word beside a rare one is only
+    /// probed where the rare one's rows are.
+    #[test]
+    fn a_query_reads_single_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, filters) = lexical_store(dir.path());
+        let value_blocks: i64 = store
+            .reader()
+            .conn
+            .query_row("SELECT count(*) FROM blocks WHERE term = 'value'", [], |r| r.get(0))
+            .unwrap();
+        let value_blocks = value_blocks as u64;
+        assert!(value_blocks > 5, "{value_blocks} blocks");
+        store.reader().lexicon.clear();
+        let view = store.view().unwrap();
+        let mut reader = store.reader();
+        let query = "value bakoRI3";
+        let want = exhaustive_lexical_hits(&view, &mut reader, query, &filters[0], 3);
+        let got = view.lexical_hits(&mut reader, query, &filters[0], 3, LexicalPlan::Index).unwrap();
+        assert_eq!(got, want);
+        let read = reader.lexicon.block_reads();
+        assert!(read > 0 && read < value_blocks, "{read} blocks read of {value_blocks}");
     }
 
     fn equals_fts5_through_deletes_and_updates(dir: &Path, plan: LexicalPlan) -> EmbeddedStore {

@@ -87,7 +87,19 @@ const MIGRATIONS: &[&str] = &[
     // `lexindex.rs`), changed by every write in its transaction. `migrate`
     // writes it from `chunks_fts` in the same transaction
     // (`REBUILD_LEXICON_AT`).
-    crate::lexindex::SCHEMA,
+    r#"
+    CREATE TABLE lexicon (
+        term TEXT PRIMARY KEY,
+        df   INTEGER NOT NULL,
+        gen  INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE TABLE postings (
+        term    TEXT NOT NULL,
+        last_pk INTEGER NOT NULL,
+        block   BLOB NOT NULL,
+        PRIMARY KEY (term, last_pk)
+    ) WITHOUT ROWID;
+    "#,
     // Version 4.
     //
     // `body` keeps the document's code lines only and `comments` gets its
@@ -101,12 +113,19 @@ const MIGRATIONS: &[&str] = &[
         tokenize = 'unicode61 remove_diacritics 2'
     );
     "#,
+    // Version 5.
+    //
+    // The lexical index in bit-packed blocks keyed by their first pk, with
+    // a directory of their bounds (`blocks`) and each token's last rows in
+    // its `lexicon` row (see `lexindex.rs`); rewritten from `chunks_fts`
+    // (`REBUILD_LEXICON_AT`).
+    crate::lexindex::SCHEMA,
 ];
 
 /// The last version that changed what the lexical index holds: a store
 /// older than it (or whose `chunks_fts` is refilled) gets the index written
 /// from `chunks_fts` once its migrations have run.
-const REBUILD_LEXICON_AT: i64 = 3;
+const REBUILD_LEXICON_AT: i64 = 5;
 
 /// The last version that changed what `chunks_fts` holds: a store older
 /// than it gets every row rewritten from `chunks` by this build's
