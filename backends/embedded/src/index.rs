@@ -41,7 +41,7 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, HashMap};
 use std::ops::Range;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rr_core::{PathGlob, SearchFilter};
 
@@ -96,7 +96,7 @@ const PARALLEL_MIN_MATCHES: usize = 20_000;
 
 impl GlobAnswers {
     /// Clears `pass[g]` for every group `g` whose key does not match `glob`.
-    fn apply(&self, glob: &PathGlob, keys: &[GroupKey], pass: &mut [bool]) {
+    fn apply(&self, glob: &PathGlob, keys: &[Arc<GroupKey>], pass: &mut [bool]) {
         let lock = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let mut known = {
             let mut cache = lock();
@@ -295,8 +295,10 @@ pub(crate) struct VectorIndex {
     coarse: Lines,
     fine: Vec<i8>,
     slot_of: SlotOf,
-    keys: Vec<GroupKey>,
-    group_of: HashMap<GroupKey, u32>,
+    /// Shared with `group_of`: a store has a group per file, and a key's
+    /// four strings took some 270 bytes a copy.
+    keys: Vec<Arc<GroupKey>>,
+    group_of: HashMap<Arc<GroupKey>, u32>,
     /// Each group's namespace: the index in `namespaces` of its
     /// organization, repository and branch. A source filter is tested once
     /// per namespace (tens) instead of once per group (every file).
@@ -461,6 +463,7 @@ impl VectorIndex {
             self.namespaces.push(GroupKey { source_line: String::new(), ..key.clone() });
         }
         self.group_namespace.push(ns);
+        let key = Arc::new(key);
         self.keys.push(key.clone());
         self.group_of.insert(key, g);
         self.members.push(0);
