@@ -96,7 +96,7 @@ const PARALLEL_MIN_MATCHES: usize = 20_000;
 
 impl GlobAnswers {
     /// Clears `pass[g]` for every group `g` whose key does not match `glob`.
-    fn apply(&self, glob: &PathGlob, keys: &[Arc<GroupKey>], pass: &mut [bool]) {
+    fn apply(&self, glob: &PathGlob, lines: &[Arc<str>], pass: &mut [bool]) {
         let lock = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let mut known = {
             let mut cache = lock();
@@ -105,12 +105,11 @@ impl GlobAnswers {
                 None => Vec::new(),
             }
         };
-        known.resize(keys.len(), Answer::Unknown);
-        let todo: Vec<usize> = (0..keys.len()).filter(|&g| pass[g] && known[g] == Answer::Unknown).collect();
+        known.resize(lines.len(), Answer::Unknown);
+        let todo: Vec<usize> = (0..lines.len()).filter(|&g| pass[g] && known[g] == Answer::Unknown).collect();
         // Matched without the lock: other queries go on meanwhile.
-        let matches = |groups: &[usize]| -> Vec<bool> {
-            groups.iter().map(|&g| glob.matches_document(&keys[g].source_line)).collect()
-        };
+        let matches =
+            |groups: &[usize]| -> Vec<bool> { groups.iter().map(|&g| glob.matches_document(&lines[g])).collect() };
         let found =
             if todo.len() >= PARALLEL_MIN_MATCHES && std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
                 let (lower, upper) = todo.split_at(todo.len() / 2);
@@ -295,10 +294,15 @@ pub(crate) struct VectorIndex {
     coarse: Lines,
     fine: Vec<i8>,
     slot_of: SlotOf,
-    /// Shared with `group_of`: a store has a group per file, and a key's
-    /// four strings took some 270 bytes a copy.
-    keys: Vec<Arc<GroupKey>>,
-    group_of: HashMap<Arc<GroupKey>, u32>,
+    /// Each group's source line; its organization, repository and branch
+    /// are its namespace's. A store has a group per file: a whole key per
+    /// group took some 270 bytes more.
+    lines: Vec<Arc<str>>,
+    /// The first group with a source line; a group whose line an earlier
+    /// group of another namespace has is in `other_groups` (a source line
+    /// names its namespace, so mostly none is).
+    group_of: HashMap<Arc<str>, u32>,
+    other_groups: HashMap<GroupKey, u32>,
     /// Each group's namespace: the index in `namespaces` of its
     /// organization, repository and branch. A source filter is tested once
     /// per namespace (tens) instead of once per group (every file).
@@ -452,10 +456,16 @@ impl VectorIndex {
     }
 
     fn group(&mut self, key: GroupKey) -> u32 {
-        if let Some(&g) = self.group_of.get(&key) {
-            return g;
+        if let Some(&g) = self.group_of.get(key.source_line.as_str()) {
+            let ns = &self.namespaces[self.group_namespace[g as usize] as usize];
+            if (&ns.organization, &ns.repository, &ns.branch) == (&key.organization, &key.repository, &key.branch) {
+                return g;
+            }
+            if let Some(&g) = self.other_groups.get(&key) {
+                return g;
+            }
         }
-        let g = self.keys.len() as u32;
+        let g = self.lines.len() as u32;
         let namespace = (key.organization.clone(), key.repository.clone(), key.branch.clone());
         let next = self.namespaces.len() as u32;
         let ns = *self.namespace_of.entry(namespace).or_insert(next);
@@ -463,9 +473,16 @@ impl VectorIndex {
             self.namespaces.push(GroupKey { source_line: String::new(), ..key.clone() });
         }
         self.group_namespace.push(ns);
-        let key = Arc::new(key);
-        self.keys.push(key.clone());
-        self.group_of.insert(key, g);
+        let line: Arc<str> = Arc::from(key.source_line.as_str());
+        self.lines.push(line.clone());
+        match self.group_of.entry(line) {
+            std::collections::hash_map::Entry::Vacant(entry) => {
+                entry.insert(g);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.other_groups.insert(key, g);
+            }
+        }
         self.members.push(0);
         g
     }
@@ -487,7 +504,7 @@ impl VectorIndex {
             .map(|(&ns, &n)| n > 0 && namespace_passes[ns as usize])
             .collect();
         if let Some(glob) = &filter.path {
-            self.glob_answers.apply(glob, &self.keys, &mut pass);
+            self.glob_answers.apply(glob, &self.lines, &mut pass);
         }
         Mask(Some(pass))
     }
@@ -895,6 +912,24 @@ mod tests {
     const RECALL_AT: usize = 10;
 
     #[test]
+    fn one_source_line_in_two_namespaces_makes_two_groups() {
+        let mut ix = VectorIndex::new(2);
+        let line = "Source: shared:a.go";
+        for round in 0..2 {
+            ix.insert(1, key("o1", line), &[1.0, 0.0]);
+            ix.insert(2, key("o2", line), &[0.0, 1.0]);
+            ix.insert(3, key("o1", "Source: o1/r@main:b.go"), &[1.0, 1.0]);
+            assert_eq!(ix.lines.len(), 3, "round {round}");
+            assert_eq!(ix.other_groups.len(), 1);
+        }
+        let passing = |org: &str| {
+            ix.mask(&SearchFilter { organization: org.into(), path: PathGlob::new("*.go"), ..Default::default() }).0
+        };
+        assert_eq!(passing("o1"), Some(vec![true, false, true]));
+        assert_eq!(passing("o2"), Some(vec![false, true, false]));
+    }
+
+    #[test]
     fn slots_are_found_by_pk_dense_or_not() {
         let mut slots = SlotOf::default();
         // Negative, or past twice the rows plus the slack when inserted:
@@ -1104,12 +1139,11 @@ mod tests {
                         let path = PathGlob::new(glob);
                         let filter =
                             SearchFilter { organization: org.into(), path: path.clone(), ..Default::default() };
-                        let want: Vec<bool> = ix
-                            .keys
-                            .iter()
-                            .map(|k| {
-                                (org.is_empty() || k.organization == org)
-                                    && path.as_ref().unwrap().matches_document(&k.source_line)
+                        let want: Vec<bool> = (0..ix.lines.len())
+                            .map(|g| {
+                                let ns = &ix.namespaces[ix.group_namespace[g] as usize];
+                                (org.is_empty() || ns.organization == org)
+                                    && path.as_ref().unwrap().matches_document(&ix.lines[g])
                             })
                             .collect();
                         assert_eq!(ix.mask(&filter).0.unwrap(), want, "round {round}, {glob}, org {org:?}");
