@@ -1021,11 +1021,24 @@ impl View<'_> {
                 Err(EmbeddedError::Dimension { operation: QUERY_OPERATION, expected: dim, got: embedding.len() })
             }
             dim => {
-                let mut locked = None;
-                index.nearest(embedding, k, &index.mask(filter), first, |pk, out| {
-                    let reader = locked.get_or_insert_with(|| reader.lock().unwrap_or_else(PoisonError::into_inner));
+                // The rescore's reads (`2k + 24` vectors) in one read
+                // transaction, as a lexical ranking's.
+                let mut locked: Option<MutexGuard<'_, Reader>> = None;
+                let found = index.nearest(embedding, k, &index.mask(filter), first, |pk, out| {
+                    let reader = match &mut locked {
+                        Some(reader) => reader,
+                        None => {
+                            let reader = reader.lock().unwrap_or_else(PoisonError::into_inner);
+                            begin_read(&reader.conn)?;
+                            locked.insert(reader)
+                        }
+                    };
                     read_vector(&reader.conn, pk, dim, out)
-                })
+                });
+                let ended = locked.map_or(Ok(()), |reader| end_read(&reader.conn));
+                let found = found?;
+                ended?;
+                Ok(found)
             }
         }
     }
@@ -1052,16 +1065,11 @@ impl View<'_> {
         // phrase reads (thousands at 1M chunks) then share one snapshot and
         // one WAL read lock instead of taking and dropping both per
         // statement, which cost a tenth of such a query's CPU.
-        let err = || EmbeddedError::sqlite(QUERY_OPERATION);
-        if !reader.conn.is_autocommit() {
-            // Left open by a ranking that panicked.
-            reader.conn.execute_batch("ROLLBACK").map_err(err())?;
-        }
-        reader.conn.prepare_cached("BEGIN").and_then(|mut s| s.execute([])).map_err(err())?;
+        begin_read(&reader.conn)?;
         let hits = self.lexical_hits_in(reader, query, filter, k, plan);
-        let end = reader.conn.prepare_cached("COMMIT").and_then(|mut s| s.execute([]));
+        let ended = end_read(&reader.conn);
         let hits = hits?;
-        end.map_err(err())?;
+        ended?;
         Ok(hits)
     }
 
@@ -1323,6 +1331,23 @@ fn decode_vector(
 }
 
 /// Reads the `f32` vector of row `pk` into `out`; `false` when it is gone.
+/// Begins a read transaction on the reading connection, first rolling back
+/// one that a query which panicked left open.
+fn begin_read(conn: &Connection) -> Result<(), EmbeddedError> {
+    let err = || EmbeddedError::sqlite(QUERY_OPERATION);
+    if !conn.is_autocommit() {
+        conn.execute_batch("ROLLBACK").map_err(err())?;
+    }
+    conn.prepare_cached("BEGIN").and_then(|mut s| s.execute([])).map_err(err())?;
+    Ok(())
+}
+
+/// Ends [`begin_read`]'s transaction.
+fn end_read(conn: &Connection) -> Result<(), EmbeddedError> {
+    conn.prepare_cached("COMMIT").and_then(|mut s| s.execute([])).map_err(EmbeddedError::sqlite(QUERY_OPERATION))?;
+    Ok(())
+}
+
 fn read_vector(conn: &Connection, pk: i64, dim: usize, out: &mut Vec<f32>) -> Result<bool, EmbeddedError> {
     let err = || EmbeddedError::sqlite(QUERY_OPERATION);
     let mut stmt = conn.prepare_cached("SELECT embedding FROM vectors WHERE pk = ?1").map_err(err())?;
