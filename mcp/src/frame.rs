@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, NumberOrString, ServerJsonRpcMessage};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -391,6 +391,17 @@ fn unreadable(text: &str, e: Option<serde_json::Error>) -> Verdict {
 /// Encodes an outgoing message; a response to a kept id gets the client's
 /// original id text back.
 pub fn encode(message: &ServerJsonRpcMessage, kept: impl FnOnce(&str) -> Option<Box<RawValue>>) -> String {
+    let id = match message {
+        ServerJsonRpcMessage::Response(r) => Some(&r.id),
+        ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
+        _ => None,
+    };
+    // Only a placeholder id needs the message as a value, to put the
+    // client's text in its place: every other message is written straight.
+    if !matches!(id, Some(NumberOrString::String(s)) if s.starts_with('\u{1}')) {
+        return serde_json::to_string(message)
+            .unwrap_or_else(|e| error_frame(None, -32603, &format!("internal error: {e}")));
+    }
     match serde_json::to_value(message) {
         Ok(value) => restore_id(value, kept),
         Err(e) => error_frame(None, -32603, &format!("internal error: {e}")),
