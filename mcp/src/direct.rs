@@ -89,8 +89,9 @@ impl Direct {
             return Served::ToRmcp(parts);
         }
         let Some(peer) = self.peer_for(&parts.headers) else { return Served::ToRmcp(parts) };
-        let request = match serde_json::from_slice::<ClientJsonRpcMessage>(body) {
-            Ok(ClientJsonRpcMessage::Request(request)) if plain(&request.request) => request,
+        let decoded = std::str::from_utf8(body).map(|text| crate::frame::decode_message(text, method));
+        let request = match decoded {
+            Ok(Ok(ClientJsonRpcMessage::Request(request))) if plain(&request.request) => request,
             _ => return Served::ToRmcp(parts),
         };
         // As rmcp's serve loop does: the HTTP parts go into the context's

@@ -21,10 +21,18 @@
 //! service decodes each body itself), so it stops after [`screen`] and runs
 //! [`inspect`] only when rmcp could not decode the body: one typed decode
 //! per request instead of two.
+//!
+//! Both typed decodings of a `tools/call`, the request of every search, go
+//! through [`decode_tool_call`] first, which builds the same message as
+//! rmcp's generic decoding at a fraction of its cost, and leaves anything
+//! unusual to it.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, JsonRpcRequest, NumberOrString,
+    ServerJsonRpcMessage,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -264,7 +272,7 @@ fn screen_text(text: &str, utf8: bool) -> Result<Screened<'_>, Verdict> {
 /// The typed decoding of a screened message, and the answer when rmcp
 /// could not take it as it is.
 pub fn decode(screened: Screened<'_>) -> Verdict {
-    let decoded = serde_json::from_str::<ClientJsonRpcMessage>(screened.forwarded());
+    let decoded = decode_message(screened.forwarded(), screened.method.as_deref());
     let Screened { text, method, id, readable_id, kept, .. } = screened;
     let answer = |code: i64, message: &str| Verdict::Answer(error_frame(readable_id, code, message));
     match decoded {
@@ -297,6 +305,131 @@ pub fn decode(screened: Screened<'_>) -> Verdict {
             _ => answer(INVALID_REQUEST, &format!("invalid request: {e}")),
         },
     }
+}
+
+/// Decodes a message the way rmcp does: a `tools/call` through
+/// [`decode_tool_call`], anything else (or a call that path does not take)
+/// through rmcp's generic decoding.
+pub fn decode_message(text: &str, method: Option<&str>) -> serde_json::Result<ClientJsonRpcMessage> {
+    if method == Some("tools/call")
+        && let Some(message) = decode_tool_call(text)
+    {
+        return Ok(message);
+    }
+    serde_json::from_str::<ClientJsonRpcMessage>(text)
+}
+
+/// A `tools/call` request decoded straight into rmcp's types, or `None`
+/// when the message is not one this path is sure to decode exactly as rmcp
+/// would; then rmcp's decoding must be used.
+///
+/// rmcp decodes any client message through untagged enums and flattened
+/// structs: the whole message is buffered into serde's `Content` tree, then
+/// each request type is tried in turn (about a dozen failed attempts, each
+/// building a serde error, before `tools/call`), and the params are
+/// buffered once more to split off `_meta`. For the one request the server
+/// takes on every search, this reads the top-level object once (only the
+/// keys `jsonrpc`, `id`, `method` and `params`, each once and unescaped),
+/// decodes the params with rmcp's own `CallToolRequestParams`, and moves
+/// their `_meta` into the request's extensions, where rmcp's decoding puts
+/// it. Anything unusual (another key, an escaped key, an id rmcp would
+/// write differently, params that are not an object or do not decode)
+/// returns `None`.
+pub fn decode_tool_call(text: &str) -> Option<ClientJsonRpcMessage> {
+    #[derive(Default)]
+    struct Top<'a> {
+        jsonrpc: Option<&'a RawValue>,
+        id: Option<&'a RawValue>,
+        method: Option<&'a RawValue>,
+        params: Option<&'a RawValue>,
+    }
+
+    struct TopVisitor;
+
+    impl<'de> serde::de::Visitor<'de> for TopVisitor {
+        type Value = Top<'de>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON-RPC request object")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
+            let mut top = Top::default();
+            // A borrowed `&str` key fails on an escaped key: then rmcp decodes.
+            while let Some(key) = map.next_key::<&'de str>()? {
+                let slot = match key {
+                    "jsonrpc" => &mut top.jsonrpc,
+                    "id" => &mut top.id,
+                    "method" => &mut top.method,
+                    "params" => &mut top.params,
+                    _ => return Err(serde::de::Error::custom("a key the fast path does not take")),
+                };
+                if slot.replace(map.next_value()?).is_some() {
+                    return Err(serde::de::Error::custom("a duplicated key"));
+                }
+            }
+            Ok(top)
+        }
+    }
+
+    impl<'de> Deserialize<'de> for Top<'de> {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            deserializer.deserialize_map(TopVisitor)
+        }
+    }
+
+    /// Whether the params hold only the keys whose values rmcp's decoding
+    /// reads as this one does: any other key (rmcp buffers its value, and
+    /// refuses a number beyond `f64` there, where a direct decoding skips
+    /// it), or an escaped one, leaves the message to rmcp.
+    struct PlainCallParams(bool);
+
+    impl<'de> Deserialize<'de> for PlainCallParams {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct KeysVisitor;
+
+            impl<'de> serde::de::Visitor<'de> for KeysVisitor {
+                type Value = PlainCallParams;
+
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("tools/call params")
+                }
+
+                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<PlainCallParams, A::Error> {
+                    while let Some(key) = map.next_key::<&'de str>()? {
+                        if !matches!(key, "name" | "arguments" | "_meta") {
+                            return Ok(PlainCallParams(false));
+                        }
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                    Ok(PlainCallParams(true))
+                }
+            }
+
+            deserializer.deserialize_map(KeysVisitor)
+        }
+    }
+
+    let top = serde_json::from_str::<Top<'_>>(text).ok()?;
+    if top.jsonrpc?.get() != "\"2.0\"" || top.method?.get() != "\"tools/call\"" {
+        return None;
+    }
+    let id = top.id?;
+    if !matches!(id_shape(id), IdShape::Native) {
+        return None;
+    }
+    let id = serde_json::from_str::<NumberOrString>(id.get()).ok()?;
+    let params = top.params?;
+    if !params.get().starts_with('{') || !serde_json::from_str::<PlainCallParams>(params.get()).is_ok_and(|p| p.0) {
+        return None;
+    }
+    let mut params = serde_json::from_str::<CallToolRequestParams>(params.get()).ok()?;
+    let meta = params.meta.take();
+    let mut request = CallToolRequest::new(params);
+    if let Some(meta) = meta {
+        request.extensions.insert(meta);
+    }
+    Some(ClientJsonRpcMessage::Request(JsonRpcRequest::new(id, ClientRequest::CallToolRequest(request))))
 }
 
 /// What a request rmcp decoded as a custom one stands for when its method
@@ -391,6 +524,17 @@ fn unreadable(text: &str, e: Option<serde_json::Error>) -> Verdict {
 /// Encodes an outgoing message; a response to a kept id gets the client's
 /// original id text back.
 pub fn encode(message: &ServerJsonRpcMessage, kept: impl FnOnce(&str) -> Option<Box<RawValue>>) -> String {
+    let id = match message {
+        ServerJsonRpcMessage::Response(r) => Some(&r.id),
+        ServerJsonRpcMessage::Error(e) => e.id.as_ref(),
+        _ => None,
+    };
+    // Only a placeholder id needs the message as a value, to put the
+    // client's text in its place: every other message is written straight.
+    if !matches!(id, Some(NumberOrString::String(s)) if s.starts_with('\u{1}')) {
+        return serde_json::to_string(message)
+            .unwrap_or_else(|e| error_frame(None, -32603, &format!("internal error: {e}")));
+    }
     match serde_json::to_value(message) {
         Ok(value) => restore_id(value, kept),
         Err(e) => error_frame(None, -32603, &format!("internal error: {e}")),
@@ -517,6 +661,186 @@ mod tests {
         };
         assert_eq!(code, INVALID_PARAMS, "{message}");
         assert!(typed_fallback("foo/bar", None).is_none());
+    }
+
+    /// Whether the fast path takes `text`; when it does, its message must be the one rmcp's
+    /// decoding gives, down to the id, the params, the `_meta` in the extensions and the bytes
+    /// it encodes back to.
+    fn fast_path_matches_rmcp(text: &str) -> bool {
+        use rmcp::model::RequestMetaObject;
+        let Some(fast) = decode_tool_call(text) else { return false };
+        let generic = serde_json::from_str::<ClientJsonRpcMessage>(text)
+            .unwrap_or_else(|e| panic!("{text}: the fast path took a message rmcp refuses ({e})"));
+        let (ClientJsonRpcMessage::Request(f), ClientJsonRpcMessage::Request(g)) = (&fast, &generic) else {
+            panic!("{text}: rmcp decoded {generic:?}")
+        };
+        let (ClientRequest::CallToolRequest(fc), ClientRequest::CallToolRequest(gc)) = (&f.request, &g.request) else {
+            panic!("{text}: rmcp decoded {generic:?}")
+        };
+        assert_eq!(f.id, g.id, "{text}");
+        assert_eq!(fc.params, gc.params, "{text}");
+        assert_eq!(fc.extensions.get::<RequestMetaObject>(), gc.extensions.get::<RequestMetaObject>(), "{text}");
+        assert_eq!(fc.extensions.len(), gc.extensions.len(), "{text}");
+        assert_eq!(serde_json::to_string(&fast).unwrap(), serde_json::to_string(&generic).unwrap(), "{text}");
+        true
+    }
+
+    fn tool_call(id: &str, params: &str) -> String {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#)
+    }
+
+    /// The tool calls the fast path must take, in the shapes clients send.
+    fn fast_path_seeds() -> Vec<String> {
+        let mut out = Vec::new();
+        for id in ["1", "0", "-7", "9223372036854775807", "-9223372036854775808", r#""a""#, r#""""#, r#""\u00e9\"x""#] {
+            out.push(tool_call(id, r#"{"name":"search","arguments":{"query":"retry with backoff","limit":3}}"#));
+        }
+        for params in [
+            r#"{"name":"search"}"#,
+            r#"{"name":"search","arguments":{}}"#,
+            r#"{"name":"search","arguments":null}"#,
+            r#"{"arguments":{"query":"x"},"name":"search"}"#,
+            r#"{"name":"search","arguments":{"query":"\u00e9\ud83d\ude00 \"q\" \\ \n","limit":1.5,"path":"docs/*"}}"#,
+            r#"{"name":"search","arguments":{"n":[1,-1,0,-0,1e3,1.25e-7,18446744073709551615,-9223372036854775808]}}"#,
+            r#"{"name":"search","arguments":{"query":"a","query":"b","z":{"y":[true,false,null,{"x":"y"}]}}}"#,
+            r#"{"name":"nope","arguments":{"x":1}}"#,
+            r#"{"_meta":{"progressToken":5},"name":"search","arguments":{"query":"x"}}"#,
+            r#"{"name":"search","arguments":{"query":"x"},"_meta":{"progressToken":"t","x":{"y":[1,2]}}}"#,
+            r#"{"name":"search","_meta":null}"#,
+            r#"{"name":"search","_meta":{}}"#,
+            r#"{"name":"search","_meta":{"io.modelcontextprotocol/protocolVersion":"2025-06-18"}}"#,
+        ] {
+            out.push(tool_call("3", params));
+        }
+        out.push(r#"  {"params":{"name":"search"},"id":"k","method":"tools/call","jsonrpc":"2.0"}  "#.to_string());
+        out.push("{ \"jsonrpc\" : \"2.0\" ,\n\t\"id\" : 4 , \"method\" : \"tools/call\" , \"params\" : { \"name\" : \"search\" } }".into());
+        out
+    }
+
+    #[test]
+    fn the_tool_call_fast_path_decodes_what_rmcp_decodes() {
+        for text in fast_path_seeds() {
+            assert!(fast_path_matches_rmcp(&text), "{text}: expected the fast path to take it");
+        }
+        // Left to rmcp: anything else, or anything said in an unusual way.
+        for text in [
+            tool_call("1.5", r#"{"name":"search"}"#),
+            tool_call("123456789012345678901234567890", r#"{"name":"search"}"#),
+            tool_call("-0", r#"{"name":"search"}"#),
+            tool_call("null", r#"{"name":"search"}"#),
+            tool_call("true", r#"{"name":"search"}"#),
+            tool_call("1", r#"[{"name":"search"}]"#),
+            tool_call("1", r#"["search",{}]"#),
+            tool_call("1", "null"),
+            tool_call("1", r#"{"arguments":{}}"#),
+            tool_call("1", r#"{"name":5}"#),
+            tool_call("1", r#"{"name":"search","name":"search"}"#),
+            tool_call("1", r#"{"name":"search","arguments":{"query":"\ud800"}}"#),
+            tool_call("1", r#"{"name":"search","arguments":{"limit":1e400}}"#),
+            tool_call("1", r#"{"name":"search","arguments":5}"#),
+            tool_call("1", r#"{"name":"search","requestState":"s"}"#),
+            tool_call("1", r#"{"name":"search","x":1e400}"#),
+            tool_call("1", r#"{"n\u0061me":"search"}"#),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#.into(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call","params":{"name":"search"}}"#.into(),
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"search"}}"#.into(),
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"search"}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search"},"x":1}"#.into(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search"},"result":{}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","p\u0061rams":{"name":"search"}}"#.into(),
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"search"}}"#.into(),
+            r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"search"}}]"#.into(),
+        ] {
+            assert!(decode_tool_call(&text).is_none(), "{text}: expected rmcp's decoding");
+        }
+    }
+
+    /// The fuzz suite's mutations (hostile values, bytes flipped, inserted and cut, keys renamed,
+    /// dropped and duplicated) of the seeds: whatever the fast path takes, rmcp decodes alike.
+    #[test]
+    fn mutated_tool_calls_decode_alike_on_both_paths() {
+        const HOSTILE: [&str; 16] = [
+            "123456789012345678901234567890",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "1.5",
+            "-0",
+            "1e400",
+            "null",
+            "true",
+            "[]",
+            "{}",
+            r#""\ud800""#,
+            r#""a\u0000b""#,
+            r#""2.0""#,
+            r#""tools/call""#,
+            r#"{"progressToken":1}"#,
+            "7",
+        ];
+        const KEYS: [&str; 8] = [
+            r#""jsonrpc""#,
+            r#""id""#,
+            r#""method""#,
+            r#""params""#,
+            r#""arguments""#,
+            r#""name""#,
+            r#""_meta""#,
+            r#""query""#,
+        ];
+        let mut state = 0x5eed_2026_0010_u64;
+        let mut next = |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n.max(1) as u64) as usize
+        };
+        let seeds = fast_path_seeds();
+        let (mut taken, mut tried) = (0, 0);
+        for _ in 0..20_000 {
+            let mut bytes = seeds[next(seeds.len())].clone().into_bytes();
+            for _ in 0..1 + next(3) {
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                bytes = match next(4) {
+                    0 => {
+                        let colons: Vec<usize> = text.match_indices(':').map(|(i, _)| i).collect();
+                        let at = colons[next(colons.len())];
+                        let rest = &text[at + 1..];
+                        let end = rest.find([',', '}']).unwrap_or(rest.len());
+                        format!("{}{}{}", &text[..at + 1], HOSTILE[next(HOSTILE.len())], &rest[end..]).into_bytes()
+                    }
+                    1 => {
+                        let at = next(bytes.len());
+                        match next(3) {
+                            0 => bytes[at] ^= 1 << next(8),
+                            1 => bytes.insert(at, b"{}[]\",:0-9a\\ "[next(13)]),
+                            _ => {
+                                bytes.remove(at);
+                            }
+                        }
+                        bytes
+                    }
+                    2 => {
+                        let key = KEYS[next(KEYS.len())];
+                        match next(3) {
+                            0 => text.replacen(key, r#""x""#, 1),
+                            1 => text.replacen(&format!("{key}:"), r#""dropped":"#, 1),
+                            _ => text.replacen('{', &format!("{{{key}:{},", HOSTILE[next(HOSTILE.len())]), 1),
+                        }
+                        .into_bytes()
+                    }
+                    _ => text.replacen(r#""search""#, r#""se\u0061rch""#, 1).into_bytes(),
+                };
+                if bytes.is_empty() {
+                    break;
+                }
+            }
+            let Ok(text) = std::str::from_utf8(&bytes) else { continue };
+            tried += 1;
+            taken += usize::from(fast_path_matches_rmcp(text));
+        }
+        // The mutations leave many calls the fast path still takes, and many it leaves to rmcp.
+        assert!(taken > 2_000 && tried - taken > 2_000, "taken {taken} of {tried}");
     }
 
     #[test]

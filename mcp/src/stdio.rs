@@ -7,8 +7,17 @@
 //! the session (handshake, concurrent calls, cancellation) on the messages
 //! that pass. Only protocol frames are written to stdout. End of input is a
 //! clean exit once every forwarded request has been answered.
+//!
+//! The process's stdin and stdout are read and written by a thread each,
+//! not through tokio's `stdin()` and `stdout()`: those run every read, every
+//! write and every flush as a task of the blocking pool, so one answer
+//! (line, newline, flush) cost three hand-offs to a pool thread and back,
+//! each a futex wake-up and a context switch, more CPU than the framing
+//! itself. The writer thread also writes the answers that are ready
+//! together in one `write`.
 
 use std::collections::{HashMap, HashSet};
+use std::io::{BufRead, Write as _};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rmcp::RoleServer;
@@ -17,7 +26,7 @@ use rmcp::model::{ClientJsonRpcMessage, ClientNotification, ClientRequest, Serve
 use rmcp::transport::Transport;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use crate::frame::{self, PARSE_ERROR, Verdict};
 use crate::search::quote;
@@ -28,54 +37,106 @@ use crate::server::McpServer;
 /// answered with a parse error, so one line cannot exhaust memory.
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 
+/// Lines read ahead of the session, at most (each up to [`MAX_FRAME_BYTES`]).
+const READ_AHEAD_LINES: usize = 4;
+
+/// Answers written in one `write`, up to about this many bytes.
+const WRITE_BATCH_BYTES: usize = 1 << 20;
+
 /// One line of input: its bytes, or that it was over the cap.
 enum Line {
     Bytes(Vec<u8>),
     TooLong,
 }
 
+/// A line being assembled from the chunks a reader hands out.
+#[derive(Default)]
+struct PartialLine {
+    bytes: Vec<u8>,
+    over: bool,
+    seen: bool,
+}
+
+impl PartialLine {
+    /// Takes `chunk` up to and including its first `\n`, keeping at most
+    /// `max` bytes of the line: how many bytes were used, and whether the
+    /// line is complete.
+    fn take(&mut self, chunk: &[u8], max: usize) -> (usize, bool) {
+        self.seen = true;
+        let (part, end) = match chunk.iter().position(|b| *b == b'\n') {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        if !self.over && self.bytes.len() + part.len() > max {
+            self.over = true;
+            self.bytes = Vec::new();
+        }
+        if !self.over {
+            self.bytes.extend_from_slice(part);
+        }
+        (end.unwrap_or(chunk.len()), end.is_some())
+    }
+
+    /// The line, `None` when nothing came before the end of input.
+    fn finish(self) -> Option<Line> {
+        self.seen.then_some(if self.over { Line::TooLong } else { Line::Bytes(self.bytes) })
+    }
+}
+
 /// Reads up to the next `\n`, keeping at most `max` bytes; `None` at end of
 /// input.
 async fn next_line<R: AsyncBufRead + Unpin>(input: &mut R, max: usize) -> std::io::Result<Option<Line>> {
-    let mut line = Vec::new();
-    let mut over = false;
-    let mut seen = false;
+    let mut line = PartialLine::default();
     loop {
-        let buf = input.fill_buf().await?;
-        if buf.is_empty() {
+        let chunk = input.fill_buf().await?;
+        if chunk.is_empty() {
             break;
         }
-        seen = true;
-        let (chunk, done) = match buf.iter().position(|b| *b == b'\n') {
-            Some(i) => (&buf[..i], Some(i + 1)),
-            None => (buf, None),
-        };
-        if !over && line.len() + chunk.len() > max {
-            over = true;
-            line = Vec::new();
-        }
-        if !over {
-            line.extend_from_slice(chunk);
-        }
-        let used = done.unwrap_or(buf.len());
+        let (used, complete) = line.take(chunk, max);
         input.consume(used);
-        if done.is_some() {
+        if complete {
             break;
         }
     }
-    if !seen {
-        return Ok(None);
+    Ok(line.finish())
+}
+
+/// [`next_line`] on a blocking reader.
+fn next_line_blocking<R: BufRead>(input: &mut R, max: usize) -> std::io::Result<Option<Line>> {
+    let mut line = PartialLine::default();
+    loop {
+        let chunk = match input.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            break;
+        }
+        let (used, complete) = line.take(chunk, max);
+        input.consume(used);
+        if complete {
+            break;
+        }
     }
-    Ok(Some(if over { Line::TooLong } else { Line::Bytes(line) }))
+    Ok(line.finish())
 }
 
-/// What the writer writes: rmcp's messages, and the answers given here.
-enum Out {
-    Rpc(Box<ServerJsonRpcMessage>),
-    Raw(String),
+/// A frame ready to write (newline included), and the request it answers
+/// (its id as JSON text).
+struct Outgoing {
+    bytes: Vec<u8>,
+    answers: Option<String>,
 }
 
-/// State shared by the reader and the writer.
+impl Outgoing {
+    fn raw(mut line: String) -> Self {
+        line.push('\n');
+        Outgoing { bytes: line.into_bytes(), answers: None }
+    }
+}
+
+/// State shared by the reader, rmcp's transport and the writer.
 #[derive(Default)]
 struct Session {
     /// Placeholder → the client's id text, for ids rmcp cannot hold.
@@ -97,6 +158,12 @@ impl Session {
         }
     }
 
+    /// Output is gone: nothing pending can be answered any more.
+    fn abandon(&self) {
+        Self::lock(&self.pending).clear();
+        self.answered.notify_waiters();
+    }
+
     async fn all_answered(&self) {
         loop {
             let notified = self.answered.notified();
@@ -106,13 +173,22 @@ impl Session {
             notified.await;
         }
     }
+
+    /// The frame of one of rmcp's messages; a kept id gets the client's
+    /// original text back.
+    fn encode(&self, message: &ServerJsonRpcMessage) -> Outgoing {
+        let mut line = frame::encode(message, |placeholder| Self::lock(&self.kept).remove(placeholder));
+        line.push('\n');
+        Outgoing { bytes: line.into_bytes(), answers: answered_id(message) }
+    }
 }
 
 /// rmcp's side of the pipe: messages that passed the check in, its
-/// messages out to the writer.
+/// messages out to the writer, encoded on the way.
 struct Framed {
     incoming: mpsc::Receiver<ClientJsonRpcMessage>,
-    out: mpsc::UnboundedSender<Out>,
+    out: mpsc::UnboundedSender<Outgoing>,
+    session: Arc<Session>,
 }
 
 impl Transport<RoleServer> for Framed {
@@ -120,7 +196,7 @@ impl Transport<RoleServer> for Framed {
 
     fn send(&mut self, item: ServerJsonRpcMessage) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let sent =
-            self.out.send(Out::Rpc(Box::new(item))).map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+            self.out.send(self.session.encode(&item)).map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe));
         std::future::ready(sent)
     }
 
@@ -166,42 +242,110 @@ impl Gate {
     }
 }
 
+/// The lines of the input, as they are read.
+type Lines = mpsc::Receiver<std::io::Result<Line>>;
+/// What the writer reports when it is done.
+type Written = oneshot::Receiver<std::io::Result<()>>;
+
 /// Serves one session over the process's stdin and stdout.
 pub async fn serve(server: McpServer) -> std::io::Result<()> {
-    serve_io(server, tokio::io::stdin(), tokio::io::stdout()).await
+    let session = Arc::new(Session::default());
+    let (lines_tx, lines) = mpsc::channel(READ_AHEAD_LINES);
+    std::thread::Builder::new().name("mcp-stdin".into()).spawn(move || {
+        let mut input = std::io::stdin().lock();
+        loop {
+            let Some(line) = next_line_blocking(&mut input, MAX_FRAME_BYTES).transpose() else { return };
+            let last = line.is_err();
+            if lines_tx.blocking_send(line).is_err() || last {
+                return;
+            }
+        }
+    })?;
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Outgoing>();
+    let (written_tx, written) = oneshot::channel();
+    let writer_session = session.clone();
+    std::thread::Builder::new().name("mcp-stdout".into()).spawn(move || {
+        let result = (|| {
+            let stdout = std::io::stdout();
+            let mut batch = Vec::new();
+            while let Some(first) = outgoing.blocking_recv() {
+                let mut keys = vec![first.answers];
+                batch.clear();
+                batch.extend_from_slice(&first.bytes);
+                while batch.len() < WRITE_BATCH_BYTES {
+                    let Ok(next) = outgoing.try_recv() else { break };
+                    batch.extend_from_slice(&next.bytes);
+                    keys.push(next.answers);
+                }
+                let mut locked = stdout.lock();
+                locked.write_all(&batch)?;
+                locked.flush()?;
+                drop(locked);
+                for key in keys.iter().flatten() {
+                    writer_session.settle(key);
+                }
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            writer_session.abandon();
+        }
+        let _ = written_tx.send(result);
+    })?;
+    run(server, session, lines, out, written).await
 }
 
 /// Serves one session over any byte streams.
 pub async fn serve_io<R, W>(server: McpServer, input: R, mut output: W) -> std::io::Result<()>
 where
-    R: AsyncRead + Unpin,
+    R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let session = Arc::new(Session::default());
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Out>();
-    let writer_session = session.clone();
-    let writer = tokio::spawn(async move {
-        while let Some(out) = out_rx.recv().await {
-            let (line, key) = match out {
-                Out::Raw(line) => (line, None),
-                Out::Rpc(message) => {
-                    let line =
-                        frame::encode(&message, |placeholder| Session::lock(&writer_session.kept).remove(placeholder));
-                    (line, answered_id(&message))
-                }
-            };
-            output.write_all(line.as_bytes()).await?;
-            output.write_all(b"\n").await?;
-            output.flush().await?;
-            if let Some(key) = key {
-                writer_session.settle(&key);
+    let (lines_tx, lines) = mpsc::channel(READ_AHEAD_LINES);
+    tokio::spawn(async move {
+        let mut input = BufReader::new(input);
+        loop {
+            let Some(line) = next_line(&mut input, MAX_FRAME_BYTES).await.transpose() else { return };
+            let last = line.is_err();
+            if lines_tx.send(line).await.is_err() || last {
+                return;
             }
         }
-        Ok::<(), std::io::Error>(())
     });
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Outgoing>();
+    let (written_tx, written) = oneshot::channel();
+    let writer_session = session.clone();
+    tokio::spawn(async move {
+        let result = async {
+            while let Some(frame) = outgoing.recv().await {
+                output.write_all(&frame.bytes).await?;
+                output.flush().await?;
+                if let Some(key) = frame.answers {
+                    writer_session.settle(&key);
+                }
+            }
+            Ok(())
+        }
+        .await;
+        if result.is_err() {
+            writer_session.abandon();
+        }
+        let _ = written_tx.send(result);
+    });
+    run(server, session, lines, out, written).await
+}
 
+/// The session over lines read and frames written elsewhere.
+async fn run(
+    server: McpServer,
+    session: Arc<Session>,
+    mut lines: Lines,
+    out: mpsc::UnboundedSender<Outgoing>,
+    written: Written,
+) -> std::io::Result<()> {
     let (in_tx, in_rx) = mpsc::channel::<ClientJsonRpcMessage>(64);
-    let transport = Framed { incoming: in_rx, out: out_tx.clone() };
+    let transport = Framed { incoming: in_rx, out: out.clone(), session: session.clone() };
     let rmcp_session = tokio::spawn(async move {
         match server.serve(transport).await {
             Ok(running) => {
@@ -212,20 +356,24 @@ where
     });
 
     let mut gate = Gate::default();
-    let mut input = BufReader::new(input);
-    while let Some(line) = next_line(&mut input, MAX_FRAME_BYTES).await? {
+    let mut read_error = None;
+    while let Some(line) = lines.recv().await {
         let bytes = match line {
-            Line::Bytes(bytes) => bytes,
-            Line::TooLong => {
+            Ok(Line::Bytes(bytes)) => bytes,
+            Ok(Line::TooLong) => {
                 let message = format!("request too large: a frame may be at most {MAX_FRAME_BYTES} bytes");
-                let _ = out_tx.send(Out::Raw(frame::error_frame(None, PARSE_ERROR, &message)));
+                let _ = out.send(Outgoing::raw(frame::error_frame(None, PARSE_ERROR, &message)));
                 continue;
+            }
+            Err(e) => {
+                read_error = Some(e);
+                break;
             }
         };
         let (message, id, kept) = match frame::inspect(&bytes) {
             Verdict::Ignore => continue,
             Verdict::Answer(frame) => {
-                let _ = out_tx.send(Out::Raw(frame));
+                let _ = out.send(Outgoing::raw(frame));
                 continue;
             }
             Verdict::Forward { message, id, kept, .. } => (*message, id, kept),
@@ -234,7 +382,7 @@ where
             Ok(true) => {}
             Ok(false) => continue,
             Err(text) => {
-                let _ = out_tx.send(Out::Raw(frame::error_frame(id.as_deref(), 0, &text)));
+                let _ = out.send(Outgoing::raw(frame::error_frame(id.as_deref(), 0, &text)));
                 continue;
             }
         }
@@ -258,15 +406,21 @@ where
             // rather than leave the request unanswered.
             if let Some(id) = &id {
                 let frame = frame::error_frame(Some(id), -32603, "internal error: the MCP session has ended");
-                let _ = out_tx.send(Out::Raw(frame));
+                let _ = out.send(Outgoing::raw(frame));
             }
         }
     }
-    session.all_answered().await;
+    if read_error.is_none() {
+        session.all_answered().await;
+    }
     drop(in_tx);
-    drop(out_tx);
+    drop(out);
     let _ = rmcp_session.await;
-    writer.await.map_err(std::io::Error::other)?
+    let written = written.await.unwrap_or_else(|_| Err(std::io::Error::other("the stdio writer stopped")));
+    match read_error {
+        Some(e) => Err(e),
+        None => written,
+    }
 }
 
 /// The id (as JSON text) that an outgoing response or error answers.
@@ -295,11 +449,27 @@ mod tests {
         out
     }
 
-    /// Issue 12: a line over the cap is skipped, not buffered, and the next one is read.
+    fn lines_blocking(input: &[u8], max: usize) -> Vec<String> {
+        let mut reader = std::io::BufReader::with_capacity(4, input);
+        let mut out = Vec::new();
+        while let Some(line) = next_line_blocking(&mut reader, max).unwrap() {
+            out.push(match line {
+                Line::Bytes(b) => String::from_utf8_lossy(&b).into_owned(),
+                Line::TooLong => "<too long>".into(),
+            });
+        }
+        out
+    }
+
+    /// Issue 12: a line over the cap is skipped, not buffered, and the next one is read, by the
+    /// async reader and by the blocking one of the process's stdin alike.
     #[tokio::test]
     async fn issue12_frames_are_bounded() {
-        assert_eq!(lines(b"ab\r\ncdefghij\nk\nlast", 5).await, ["ab\r", "<too long>", "k", "last"]);
-        assert_eq!(lines(b"abcde\n", 5).await, ["abcde"]);
-        assert!(lines(b"", 5).await.is_empty());
+        let cases: [(&[u8], &[&str]); 3] =
+            [(b"ab\r\ncdefghij\nk\nlast", &["ab\r", "<too long>", "k", "last"]), (b"abcde\n", &["abcde"]), (b"", &[])];
+        for (input, expected) in cases {
+            assert_eq!(lines(input, 5).await, expected);
+            assert_eq!(lines_blocking(input, 5), expected);
+        }
     }
 }

@@ -19,7 +19,10 @@
 //! With `RR_BASELINE_BIN=<another build of repo-retriever>` (for instance the release binary of
 //! `main`), the three server rows are also run against that binary at every level, right after
 //! the rows of this build and against the same floor, marked `(baseline)`: two builds compared
-//! side by side in one run, on the same Chroma, embed server and load.
+//! side by side in one run, on the same Chroma, embed server and load. The order itself moves
+//! single rows by several per cent (the build measured first tends to look cheaper), so a
+//! comparison is best read over runs in both orders: `RR_SERVER_BIN=<the other build>` with
+//! `RR_BASELINE_BIN=<this build>` swaps them.
 //!
 //! An error is a transport failure, a non-200 status, a JSON-RPC error or an `isError` result.
 //! Each row runs a warm-up at its concurrency first, then [`CALLS_PER_ROW`] timed calls, cycling
