@@ -1061,35 +1061,37 @@ impl View<'_> {
         k: usize,
         plan: LexicalPlan,
     ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
+        let terms = fts::query_terms(query);
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
         // One read transaction for the whole ranking: its block, length and
         // phrase reads (thousands at 1M chunks) then share one snapshot and
         // one WAL read lock instead of taking and dropping both per
         // statement, which cost a tenth of such a query's CPU.
         begin_read(&reader.conn)?;
-        let hits = self.lexical_hits_in(reader, query, filter, k, plan);
+        let hits = self.ranked_terms(reader, &terms, filter, k, plan);
         let ended = end_read(&reader.conn);
         let hits = hits?;
         ended?;
         Ok(hits)
     }
 
-    fn lexical_hits_in(
+    /// [`View::lexical_hits`] of the query's `terms`, inside its read
+    /// transaction.
+    fn ranked_terms(
         &self,
         reader: &mut Reader,
-        query: &str,
+        terms: &[fts::Term],
         filter: &SearchFilter,
         k: usize,
         plan: LexicalPlan,
     ) -> Result<Vec<(i64, f64)>, EmbeddedError> {
-        let terms = fts::query_terms(query);
-        if terms.is_empty() || k == 0 {
-            return Ok(Vec::new());
-        }
         let err = || EmbeddedError::sqlite(QUERY_OPERATION);
         let index = &self.index;
         let rows = index.len() as u64;
         let mut phrases = Vec::with_capacity(terms.len());
-        for term in &terms {
+        for term in terms {
             let (document_frequency, at_most) = if term.single_token {
                 (Some(reader.token_frequency(&term.text, self.changes, plan).map_err(err())?), None)
             } else {
