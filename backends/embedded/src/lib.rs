@@ -508,8 +508,9 @@ impl EmbeddedStore {
 
     /// Vector and lexical rankings fused by weighted reciprocal-rank fusion
     /// (see the crate docs), the same order as
-    /// [`rr_core::retrieval::fuse_hybrid`] of the two rankings. `distance`
-    /// is the negated fused score, so lower is still better.
+    /// [`rr_core::retrieval::fuse_hybrid`] of the two rankings: the best
+    /// lexical rows that hold a query of several words verbatim first, then
+    /// by fused score. `distance` is the negated fused score.
     pub fn hybrid_search_with(
         &self,
         query: &str,
@@ -552,8 +553,23 @@ impl EmbeddedStore {
                 (vector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), lexical)
             }),
         };
-        let fused = hybrid_fusion(&vector?, &lexical?, options, k);
-        view.fetch(&self.reader(), &fused)
+        let (vector, lexical) = (vector?, lexical?);
+        let mut fused = hybrid_fusion(&vector, &lexical, options, usize::MAX);
+        let reader = self.reader();
+        if let Some(phrase) = rr_core::retrieval::verbatim_phrase(query) {
+            let best = &lexical[..lexical.len().min(rr_core::retrieval::VERBATIM_DEPTH)];
+            let verbatim: Vec<i64> = view
+                .documents(&reader, best)?
+                .into_iter()
+                .filter(|(_, document)| rr_core::retrieval::contains_verbatim(document, &phrase))
+                .map(|(pk, _)| pk)
+                .collect();
+            let order = rr_core::retrieval::promote_verbatim(fused.iter().map(|h| h.0).collect(), &verbatim);
+            let score: HashMap<i64, f64> = fused.iter().copied().collect();
+            fused = order.into_iter().map(|pk| (pk, score[&pk])).collect();
+        }
+        fused.truncate(k);
+        view.fetch(&reader, &fused)
     }
 
     /// An `f32` copy of every vector, for [`EmbeddedStore::search_exact`]:
@@ -1168,6 +1184,19 @@ impl View<'_> {
             hits.extend(found);
         }
         Ok(hits)
+    }
+
+    /// The documents of the rows of `hits` that exist, in order.
+    fn documents(&self, reader: &Reader, hits: &[(i64, f64)]) -> Result<Vec<(i64, String)>, EmbeddedError> {
+        let err = || EmbeddedError::sqlite(QUERY_OPERATION);
+        let mut stmt = reader.conn.prepare_cached("SELECT document FROM chunks WHERE pk = ?1").map_err(err())?;
+        let mut out = Vec::with_capacity(hits.len());
+        for &(pk, _) in hits {
+            if let Some(document) = stmt.query_row([pk], |r| r.get::<_, String>(0)).optional().map_err(err())? {
+                out.push((pk, document));
+            }
+        }
+        Ok(out)
     }
 
     /// Reads the chunks of `hits`, in order.

@@ -292,22 +292,29 @@ fn hybrid_ranking_fuses_by_reciprocal_rank() {
     let any = SearchFilter::default();
     assert_eq!(ids(&store.search(&q, &any, 4).unwrap()), ["a", "c", "d", "b"]);
     assert_eq!(ids(&store.lexical_search("zephyr quokka", &any, 4).unwrap()), ["b", "c"]);
+    // One word: no verbatim promotion, so the order is the fusion's alone.
+    assert_eq!(ids(&store.lexical_search("zephyr", &any, 4).unwrap()), ["b", "c"]);
     // With equal weights and k = 60: c: 1/62 + 1/62 = 0.032258 > b: 1/64 + 1/61 = 0.032018 > a: 1/61 > d: 1/63.
     let equal = rr_core::HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50 };
-    let hybrid = store.hybrid_search_with("zephyr quokka", &q, &any, 4, &equal).unwrap();
+    let hybrid = store.hybrid_search_with("zephyr", &q, &any, 4, &equal).unwrap();
     assert_eq!(ids(&hybrid), ["c", "b", "a", "d"]);
     assert!((hybrid[0].distance.unwrap() + 2.0 / 62.0).abs() < 1e-12);
     // The lexical ranking weighted 3x: b: 1/64 + 3/61 = 0.064805 > c: 1/62 + 3/62 = 0.064516.
     let heavy = rr_core::HybridOptions { weight_lexical: 3.0, ..equal };
-    assert_eq!(ids(&store.hybrid_search_with("zephyr quokka", &q, &any, 4, &heavy).unwrap()), ["b", "c", "a", "d"]);
+    assert_eq!(ids(&store.hybrid_search_with("zephyr", &q, &any, 4, &heavy).unwrap()), ["b", "c", "a", "d"]);
     // The defaults (1 and 4, k = 20): b: 1/24 + 4/21 = 0.232143 > c: 5/22 = 0.227273.
-    let hybrid = store.hybrid_search("zephyr quokka", &q, &any, 4).unwrap();
+    let hybrid = store.hybrid_search("zephyr", &q, &any, 4).unwrap();
     assert_eq!(ids(&hybrid), ["b", "c", "a", "d"]);
     assert!((hybrid[0].distance.unwrap() + (1.0 / 24.0 + 4.0 / 21.0)).abs() < 1e-12);
-    assert_eq!(ids(&store.hybrid_search("zephyr quokka", &q, &any, 2).unwrap()), ["b", "c"]);
+    assert_eq!(ids(&store.hybrid_search("zephyr", &q, &any, 2).unwrap()), ["b", "c"]);
+    // b holds the two-word query word for word: it comes first, with its
+    // own fused score, even where the fusion puts c first.
+    let hybrid = store.hybrid_search_with("Zephyr, quokka!", &q, &any, 4, &equal).unwrap();
+    assert_eq!(ids(&hybrid), ["b", "c", "a", "d"]);
+    assert!((hybrid[0].distance.unwrap() + (1.0 / 64.0 + 1.0 / 61.0)).abs() < 1e-12);
     // The filter applies to both rankings.
     let only_b = filter(("", "", ""), "b.txt");
-    assert_eq!(ids(&store.hybrid_search("zephyr quokka", &q, &only_b, 4).unwrap()), ["b"]);
+    assert_eq!(ids(&store.hybrid_search("zephyr", &q, &only_b, 4).unwrap()), ["b"]);
 }
 
 // ---------------------------------------------------------------- writes
