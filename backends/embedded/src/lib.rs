@@ -75,8 +75,11 @@
 //! weighted reciprocal-rank fusion ([`rr_core::retrieval`]): each list is
 //! taken to depth `max(k, depth)` and a chunk scores
 //! `Σ weight / (rrf_k + rank)` over the lists it appears in (rank from 1),
-//! so a chunk both rankings like beats one only a single ranking loves. It
-//! runs on one snapshot and reads only the `k` fused documents, which is why
+//! so a chunk both rankings like beats one only a single ranking loves;
+//! then, for a query of several words, the best lexical rows that hold it
+//! verbatim come first ([`rr_core::retrieval::promote_verbatim`]). It runs
+//! on one snapshot and reads only the `k` fused documents (and the best
+//! lexical rows' for that test), which is why
 //! the store fuses itself ([`LexicalStore::hybrid_query`]) rather than
 //! letting the pipeline fuse two full answers. Through the core traits the
 //! store is a [`LexicalStore`], so the `lexical` and `hybrid` retrieval
