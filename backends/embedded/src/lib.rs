@@ -559,20 +559,33 @@ impl EmbeddedStore {
         let (vector, lexical) = (vector?, lexical?);
         let mut fused = hybrid_fusion(&vector, &lexical, options, usize::MAX);
         let reader = self.reader();
+        // Chunks already read, for the verbatim test: the answer reuses them.
+        let mut read: HashMap<i64, Candidate> = HashMap::new();
         if let Some(phrase) = rr_core::retrieval::verbatim_phrase(query) {
             let best = &lexical[..lexical.len().min(rr_core::retrieval::VERBATIM_DEPTH)];
-            let verbatim: Vec<i64> = view
-                .documents(&reader, best)?
-                .into_iter()
-                .filter(|(_, document)| rr_core::retrieval::contains_verbatim(document, &phrase))
-                .map(|(pk, _)| pk)
+            let rows = view.fetch_rows(&reader, best)?;
+            let verbatim: Vec<i64> = rows
+                .iter()
+                .filter(|(_, c)| rr_core::retrieval::contains_verbatim(&c.chunk.document, &phrase))
+                .map(|(pk, _)| *pk)
                 .collect();
             let order = rr_core::retrieval::promote_verbatim(fused.iter().map(|h| h.0).collect(), &verbatim);
             let score: HashMap<i64, f64> = fused.iter().copied().collect();
             fused = order.into_iter().map(|pk| (pk, score[&pk])).collect();
+            read.extend(rows);
         }
         fused.truncate(k);
-        view.fetch(&reader, &fused)
+        let unread: Vec<(i64, f64)> = fused.iter().filter(|(pk, _)| !read.contains_key(pk)).copied().collect();
+        read.extend(view.fetch_rows(&reader, &unread)?);
+        Ok(fused
+            .into_iter()
+            .filter_map(|(pk, distance)| {
+                read.remove(&pk).map(|mut c| {
+                    c.distance = Some(distance);
+                    c
+                })
+            })
+            .collect())
     }
 
     /// An `f32` copy of every vector, for [`EmbeddedStore::search_exact`]:
@@ -1189,21 +1202,13 @@ impl View<'_> {
         Ok(hits)
     }
 
-    /// The documents of the rows of `hits` that exist, in order.
-    fn documents(&self, reader: &Reader, hits: &[(i64, f64)]) -> Result<Vec<(i64, String)>, EmbeddedError> {
-        let err = || EmbeddedError::sqlite(QUERY_OPERATION);
-        let mut stmt = reader.conn.prepare_cached("SELECT document FROM chunks WHERE pk = ?1").map_err(err())?;
-        let mut out = Vec::with_capacity(hits.len());
-        for &(pk, _) in hits {
-            if let Some(document) = stmt.query_row([pk], |r| r.get::<_, String>(0)).optional().map_err(err())? {
-                out.push((pk, document));
-            }
-        }
-        Ok(out)
-    }
-
     /// Reads the chunks of `hits`, in order.
     fn fetch(&self, reader: &Reader, hits: &[(i64, f64)]) -> Result<Vec<Candidate>, EmbeddedError> {
+        Ok(self.fetch_rows(reader, hits)?.into_iter().map(|(_, c)| c).collect())
+    }
+
+    /// [`View::fetch`] with each chunk's pk; a row no longer there is left out.
+    fn fetch_rows(&self, reader: &Reader, hits: &[(i64, f64)]) -> Result<Vec<(i64, Candidate)>, EmbeddedError> {
         let err = || EmbeddedError::sqlite(QUERY_OPERATION);
         let mut stmt =
             reader.conn.prepare_cached("SELECT id, document, metadata FROM chunks WHERE pk = ?1").map_err(err())?;
@@ -1219,7 +1224,7 @@ impl View<'_> {
                 pk,
                 detail: format!("metadata: {e}"),
             })?;
-            out.push(Candidate { chunk: Chunk { id, document, metadata }, distance: Some(distance) });
+            out.push((pk, Candidate { chunk: Chunk { id, document, metadata }, distance: Some(distance) }));
         }
         Ok(out)
     }
