@@ -206,18 +206,119 @@ fn stem_of(stemmer: &Stemmer, word: &str) -> Option<String> {
     (stem != word).then(|| stem.into_owned())
 }
 
+/// Short forms code spells words with, and the words they stand for.
+/// Questions say "number of values" where code says `num_args`, so a
+/// chunk's `stems` column also holds the word of each short form it uses
+/// (its stem, when that differs): the question's word then finds the code
+/// at the weight of a stem, below a chunk that spells the word out.
+/// Keywords and forms that stand in nearly every chunk (`fn`, `impl`, `var`,
+/// `err`, `str`, `src`, `id`) are left out: they would add a word to every
+/// chunk of a language and name nothing. Measured in docs/evaluation.md,
+/// "Short forms spelled out".
+const SPELLED_OUT: &[(&str, &[&str])] = &[
+    ("addr", &["address"]),
+    ("admin", &["administrator"]),
+    ("alloc", &["allocate", "allocation"]),
+    ("arg", &["argument"]),
+    ("args", &["arguments"]),
+    ("attr", &["attribute"]),
+    ("attrs", &["attributes"]),
+    ("auth", &["authentication", "authorization"]),
+    ("buf", &["buffer"]),
+    ("bufs", &["buffers"]),
+    ("calc", &["calculate"]),
+    ("cert", &["certificate"]),
+    ("certs", &["certificates"]),
+    ("cfg", &["configuration", "config"]),
+    ("cmd", &["command"]),
+    ("cmds", &["commands"]),
+    ("cmp", &["compare"]),
+    ("config", &["configuration"]),
+    ("conn", &["connection"]),
+    ("conns", &["connections"]),
+    ("ctx", &["context"]),
+    ("curr", &["current"]),
+    ("db", &["database"]),
+    ("delim", &["delimiter"]),
+    ("desc", &["description"]),
+    ("dest", &["destination"]),
+    ("dir", &["directory"]),
+    ("dirs", &["directories"]),
+    ("dst", &["destination"]),
+    ("env", &["environment"]),
+    ("exec", &["execute"]),
+    ("expr", &["expression"]),
+    ("exprs", &["expressions"]),
+    ("hex", &["hexadecimal"]),
+    ("idx", &["index"]),
+    ("info", &["information"]),
+    ("init", &["initialize", "initialization"]),
+    ("iter", &["iterator"]),
+    ("len", &["length"]),
+    ("max", &["maximum"]),
+    ("min", &["minimum"]),
+    ("msg", &["message"]),
+    ("msgs", &["messages"]),
+    ("num", &["number"]),
+    ("nums", &["numbers"]),
+    ("obj", &["object"]),
+    ("opt", &["option"]),
+    ("opts", &["options"]),
+    ("param", &["parameter"]),
+    ("params", &["parameters"]),
+    ("passwd", &["password"]),
+    ("pkg", &["package"]),
+    ("pos", &["position"]),
+    ("prev", &["previous"]),
+    ("ptr", &["pointer"]),
+    ("recv", &["receive"]),
+    ("ref", &["reference"]),
+    ("refs", &["references"]),
+    ("repo", &["repository"]),
+    ("req", &["request"]),
+    ("resp", &["response"]),
+    ("sep", &["separator"]),
+    ("seq", &["sequence"]),
+    ("spec", &["specification"]),
+    ("stmt", &["statement"]),
+    ("subcmd", &["subcommand"]),
+    ("tmp", &["temporary"]),
+    ("tx", &["transaction"]),
+    ("txn", &["transaction"]),
+    ("util", &["utility"]),
+    ("utils", &["utilities"]),
+    ("val", &["value"]),
+    ("vals", &["values"]),
+];
+
+/// The words [`SPELLED_OUT`] gives for a short form (lower-case).
+fn spelled_out(part: &str) -> &'static [&'static str] {
+    SPELLED_OUT.binary_search_by(|(k, _)| (*k).cmp(part)).map_or(&[], |i| SPELLED_OUT[i].1)
+}
+
 /// The stems of the document's words and identifier parts that differ from
-/// the word.
+/// the word, and the word of each short form among them ([`SPELLED_OUT`]),
+/// stemmed as a query stems it.
 fn stems(document: &str) -> String {
     let stemmer = stemmer();
     let mut out = String::new();
+    let mut push = |text: &str| {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(text);
+    };
     for word in document.split(|c: char| !c.is_ascii_alphanumeric()) {
         for part in camel_parts(word) {
-            if let Some(stem) = stem_of(&stemmer, &part.to_ascii_lowercase()) {
-                if !out.is_empty() {
-                    out.push(' ');
+            let part = part.to_ascii_lowercase();
+            if let Some(stem) = stem_of(&stemmer, &part) {
+                push(&stem);
+            }
+            for word in spelled_out(&part) {
+                match stem_of(&stemmer, word) {
+                    Some(stem) => push(&stem),
+                    None => push(word),
                 }
-                out.push_str(&stem);
             }
         }
     }
@@ -507,7 +608,7 @@ mod tests {
         let [body, idents, stems, _, comments] = columns(document, &code);
         assert_eq!(body, "Source: a/b@main:src/x.rs\nfn load() {}");
         assert_eq!((idents.as_str(), stems.as_str()), ("", "sourc"));
-        assert_eq!(comments, "/// Loads the parsedConfig.\nparsed config\nload pars");
+        assert_eq!(comments, "/// Loads the parsedConfig.\nparsed config\nload pars configur");
         let markdown = Metadata { chunking_strategy: "markdown".into(), ..code };
         let [body, _, _, _, comments] = columns("# Loading\n\nHow it loads.", &markdown);
         assert_eq!((body.as_str(), comments.as_str()), ("# Loading\n\nHow it loads.", ""));
@@ -516,6 +617,21 @@ mod tests {
     #[test]
     fn stems_column_holds_the_stems_that_differ() {
         assert_eq!(stems("fn parsedValues(x) { parse(); cats do it }"), "pars valu pars cat");
+    }
+
+    #[test]
+    fn short_forms_are_spelled_out_in_the_stems_column() {
+        // `num` → "number" (its own stem), `vals` → its stem `val` and
+        // "valu" (the stem of "values"), `cfg` → both of its words; `fn` and
+        // `id` stay short.
+        assert_eq!(stems("fn num_args(vals) { cfg.id }"), "number arg argument val valu configur config");
+        assert_eq!(spelled_out("env"), ["environment"]);
+        assert_eq!(spelled_out("fn"), [] as [&str; 0]);
+    }
+
+    #[test]
+    fn short_forms_are_sorted_for_binary_search() {
+        assert!(SPELLED_OUT.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
     #[test]

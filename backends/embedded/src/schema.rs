@@ -120,6 +120,18 @@ const MIGRATIONS: &[&str] = &[
     // its `lexicon` row (see `lexindex.rs`); rewritten from `chunks_fts`
     // (`REBUILD_LEXICON_AT`).
     crate::lexindex::SCHEMA,
+    // Version 6.
+    //
+    // `stems` also holds the word each short form of code stands for
+    // (`num` → `number`, see `fts::SPELLED_OUT`); refilled as in version 2.
+    r#"
+    DROP TABLE chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5 (
+        body, idents, stems, names, comments,
+        content = '', contentless_delete = 1,
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    "#,
 ];
 
 /// The last version that changed what the lexical index holds: a store
@@ -132,7 +144,7 @@ const REBUILD_LEXICON_AT: i64 = 5;
 /// `fts::columns` once its migrations have run (so a later change of the
 /// columns moves this number, and the refill always writes the current
 /// columns).
-const REFILL_FTS_AT: i64 = 4;
+const REFILL_FTS_AT: i64 = 6;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
