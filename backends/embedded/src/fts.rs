@@ -11,7 +11,9 @@
 //! detected" against `fn conflicts`), so a `stems` column holds the English
 //! (Snowball) stem of every word whose stem differs from it, and a query
 //! word whose stem differs is also searched by its stem: the exact form
-//! then scores above any other form of the word. A `names` column
+//! then scores above any other form of the word. The same column holds the
+//! word each short form of code stands for (`num_args` → "number"), so a
+//! question's words reach code that abbreviates them. A `names` column
 //! holds what a chunk is about by its names: the file's path, the symbols
 //! the chunker recorded and the names the chunk's lines define; `bm25()`
 //! weighs it above the text ([`COLUMNS`]), so "how does the parser
