@@ -442,16 +442,17 @@ pub(crate) struct Term {
 }
 
 /// English words that carry no topic in a question ("how does the parser
-/// handle ..."): articles, pronouns, auxiliaries, question words and the
-/// commonest prepositions. Code rarely uses them, so their IDF is high and
-/// they would pull in whatever chunk's comments talk the most; a query made
-/// of nothing else keeps them.
+/// handle ..."): articles, pronouns, auxiliaries, question words, the
+/// commonest prepositions and determiners, and the words that frame a
+/// question ("what happens when", "like", "whether"). Code rarely uses
+/// them, so their IDF is high and they would pull in whatever chunk's
+/// comments talk the most; a query made of nothing else keeps them.
 const STOPWORDS: &[&str] = &[
-    "a", "about", "an", "and", "are", "as", "at", "be", "been", "being", "by", "can", "could", "did", "do", "does",
-    "doing", "for", "from", "had", "has", "have", "how", "i", "in", "into", "is", "it", "its", "me", "my", "of", "on",
-    "or", "our", "should", "so", "such", "that", "the", "their", "them", "then", "there", "these", "they", "this",
-    "those", "to", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with",
-    "would", "you", "your",
+    "a", "about", "an", "and", "any", "are", "as", "at", "be", "been", "being", "by", "can", "could", "did", "do",
+    "does", "doing", "each", "for", "from", "had", "happen", "happens", "has", "have", "how", "i", "in", "into", "is",
+    "it", "its", "like", "me", "my", "of", "on", "or", "our", "should", "so", "some", "such", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "those", "to", "was", "way", "we", "were", "what", "when",
+    "where", "whether", "which", "who", "whom", "why", "will", "with", "would", "you", "your",
 ];
 
 /// Whether `word` (lower-cased) is one of [`STOPWORDS`].
@@ -570,6 +571,10 @@ mod tests {
                 "where are conflicting arguments detected"
             ]
         );
+        assert_eq!(
+            texts("what happens to each value, like whether"),
+            ["value", "valu", "what happens to each value like whether"]
+        );
         // Nothing but stopwords: they are the query.
         assert_eq!(texts("how is it"), ["how", "is", "it", "how is it"]);
         let long = "word ".repeat(MAX_PHRASE_WORDS + 1);
@@ -632,7 +637,8 @@ mod tests {
     }
 
     #[test]
-    fn short_forms_are_sorted_for_binary_search() {
+    fn word_tables_are_sorted_for_binary_search() {
+        assert!(STOPWORDS.windows(2).all(|w| w[0] < w[1]));
         assert!(SPELLED_OUT.windows(2).all(|w| w[0].0 < w[1].0));
     }
 
