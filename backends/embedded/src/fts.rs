@@ -443,16 +443,19 @@ pub(crate) struct Term {
 
 /// English words that carry no topic in a question ("how does the parser
 /// handle ..."): articles, pronouns, auxiliaries, question words, the
-/// commonest prepositions and determiners, and the words that frame a
-/// question ("what happens when", "like", "whether"). Code rarely uses
-/// them, so their IDF is high and they would pull in whatever chunk's
-/// comments talk the most; a query made of nothing else keeps them.
+/// commonest prepositions, and the words that frame a question ("what
+/// happens when", "like", "whether"). Code rarely uses them, so their IDF
+/// is high and they would pull in whatever chunk's comments talk the most;
+/// a query made of nothing else keeps them. Words that name things in code
+/// stay searchable even where a question uses them as plain English: `any`
+/// (`matched_path_or_any_parents`), `each` (`for_each`), `some` (`Some`),
+/// `work`.
 const STOPWORDS: &[&str] = &[
-    "a", "about", "an", "and", "any", "are", "as", "at", "be", "been", "being", "by", "can", "could", "did", "do",
-    "does", "doing", "each", "for", "from", "had", "happen", "happens", "has", "have", "how", "i", "in", "into", "is",
-    "it", "its", "like", "me", "my", "of", "on", "or", "our", "should", "so", "some", "such", "that", "the", "their",
-    "them", "then", "there", "these", "they", "this", "those", "to", "was", "way", "we", "were", "what", "when",
-    "where", "whether", "which", "who", "whom", "why", "will", "with", "would", "you", "your",
+    "a", "about", "an", "and", "are", "as", "at", "be", "been", "being", "by", "can", "could", "did", "do", "does",
+    "doing", "for", "from", "had", "happen", "happens", "has", "have", "how", "i", "in", "into", "is", "it", "its",
+    "like", "me", "my", "of", "on", "or", "our", "should", "so", "such", "that", "the", "their", "them", "then",
+    "there", "these", "they", "this", "those", "to", "was", "way", "we", "were", "what", "when", "where", "whether",
+    "which", "who", "whom", "why", "will", "with", "would", "you", "your",
 ];
 
 /// Whether `word` (lower-cased) is one of [`STOPWORDS`].
@@ -571,9 +574,10 @@ mod tests {
                 "where are conflicting arguments detected"
             ]
         );
+        // The words of a question's frame go; `each` names code (`for_each`).
         assert_eq!(
             texts("what happens to each value, like whether"),
-            ["value", "valu", "what happens to each value like whether"]
+            ["each", "value", "valu", "what happens to each value like whether"]
         );
         // Nothing but stopwords: they are the query.
         assert_eq!(texts("how is it"), ["how", "is", "it", "how is it"]);
