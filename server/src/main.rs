@@ -8,6 +8,11 @@ use repo_retriever::config::{self, Invocation};
 use repo_retriever::{app, cli, limits};
 use rr_mcp::{McpServer, http, stdio};
 
+/// mimalloc rather than glibc's malloc: in a search call, reading Chroma's answer into JSON values,
+/// glibc's malloc and free took about 29 % of the instructions, mimalloc's take about 7 %.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| cli::SUBCOMMANDS.contains(&a.as_str())) {
