@@ -4,36 +4,38 @@
 //!
 //! rmcp answers the protocol: a plain request through its `ServerHandler`
 //! directly (`direct`, which says why and when), anything else through
-//! its stateless service. Two tower layers around it do what an
-//! operator of the reference relies on: the log line (outermost, every
-//! path), then at `/mcp` the Host guard (DNS rebinding), the body cap and
-//! read timeout, the framing check of [`crate::frame`] and the rate limit of
-//! tool calls, in that order. They are one layer, not four, because each
-//! `from_fn` layer clones and boxes the service below it per request. The listener
-//! is served by hyper directly because `axum::serve` sets no header read
-//! timeout: a client that trickles its headers or body is cut off.
+//! its stateless service. Around it, [`App`] does what an operator of the
+//! reference relies on: the log line (every path), then at `/mcp` the Host
+//! guard (DNS rebinding), the body cap and read timeout, the framing check
+//! of [`crate::frame`] and the rate limit of tool calls, in that order.
+//! [`App`] is one hand-written service rather than axum middleware and
+//! routes: each `from_fn` layer and route clones the service below it and
+//! boxes a future per request, and the router adds extensions nobody reads.
+//! The listener is served by hyper directly because `axum::serve` sets no
+//! header read timeout: a client that trickles its headers or body is cut
+//! off.
 
+use std::convert::Infallible;
+use std::future::Future;
 use std::io::Write as _;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{ConnectInfo, Request, State};
-use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::ConnectInfo;
 use http::{HeaderValue, Method, StatusCode, header};
-use http_body_util::{BodyExt, Limited};
+use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use time::format_description::well_known::Rfc3339;
 use tokio::net::TcpListener;
-use tower::ServiceExt as _;
 
 use crate::direct::{Direct, Served};
 use crate::frame::{self, KeptId, Verdict};
@@ -97,28 +99,16 @@ pub struct HttpOptions {
     pub rate_limit: Option<u32>,
 }
 
-/// The router: `/mcp` for MCP, 404 elsewhere, every request logged.
+/// The router: `/mcp` for MCP, 404 elsewhere, every request logged. The
+/// connection's addresses come in the request's [`ConnectInfo`] extension;
+/// [`serve`] calls [`App`] directly instead.
 pub fn router(server: McpServer, options: HttpOptions) -> Router {
-    let config = StreamableHttpServerConfig::default()
-        .with_legacy_session_mode(false)
-        .with_json_response(true)
-        // The Host guard below is the reference's (it depends on the local
-        // address reached); rmcp's loopback-only list would refuse every
-        // client of a server bound to all interfaces.
-        .disable_allowed_hosts()
-        .with_max_request_body_bytes(MAX_BODY_BYTES);
-    let direct = Arc::new(Direct::new(server.clone()));
-    let mcp = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config);
-    let limiter = options.rate_limit.filter(|n| *n > 0).map(|n| Arc::new(RateLimiter::new(n)));
-    let state = Endpoint { limiter, direct };
-    let endpoint =
-        Router::new().route_service("/mcp", mcp).layer(middleware::from_fn_with_state(state, endpoint_checks));
-    Router::new().merge(endpoint).fallback(not_found).layer(middleware::from_fn(log_request))
+    Router::new().fallback_service(App::new(server, options))
 }
 
 /// Serves until the process ends.
 pub async fn serve(listener: TcpListener, server: McpServer, options: HttpOptions) -> std::io::Result<()> {
-    let app = router(server, options);
+    let app = App::new(server, options);
     let timer = CoarseTimer::start();
     loop {
         let (stream, remote) = match listener.accept().await {
@@ -131,26 +121,200 @@ pub async fn serve(listener: TcpListener, server: McpServer, options: HttpOption
             }
         };
         let local = LocalAddr(stream.local_addr().ok(), Some(remote));
-        let app = app.clone();
+        let service = Connection { app: app.clone(), local };
         let timer = timer.clone();
         tokio::spawn(async move {
-            let service = tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
-                request.extensions_mut().insert(ConnectInfo(local));
-                app.clone().oneshot(request.map(Body::new))
-            });
             let mut builder = hyper::server::conn::http1::Builder::new();
             builder.timer(timer).header_read_timeout(HEADER_READ_TIMEOUT);
-            let connection = builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(service));
-            if let Err(e) = connection.await {
+            if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).await {
                 tracing::debug!(error = %e, "HTTP connection ended");
             }
         });
     }
 }
 
+/// An answer as [`App`] builds it: the whole body in hand. Every answer is
+/// complete when its handler returns (JSON responses, no streams), and the
+/// log line states its exact size.
+type Reply = http::Response<Bytes>;
+
+/// A boxed future of one answer: the one allocation a request costs here
+/// beyond what it carries.
+type ReplyFuture = Pin<Box<dyn Future<Output = Result<http::Response<Full<Bytes>>, Infallible>> + Send>>;
+
+/// The HTTP application: the log line around every request, the checks of
+/// `/mcp`, then the direct path or rmcp's stateless service.
+#[derive(Clone)]
+pub struct App(Arc<AppInner>);
+
+struct AppInner {
+    limiter: Option<RateLimiter>,
+    /// The direct path: plain requests without rmcp's per-request service.
+    direct: Direct,
+    rmcp: StreamableHttpService<McpServer, NeverSessionManager>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App").field("rate_limited", &self.0.limiter.is_some()).finish()
+    }
+}
+
+impl App {
+    pub fn new(server: McpServer, options: HttpOptions) -> App {
+        let config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            // The Host guard below is the reference's (it depends on the local
+            // address reached); rmcp's loopback-only list would refuse every
+            // client of a server bound to all interfaces.
+            .disable_allowed_hosts()
+            .with_max_request_body_bytes(MAX_BODY_BYTES);
+        let direct = Direct::new(server.clone());
+        let rmcp =
+            StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config);
+        let limiter = options.rate_limit.filter(|n| *n > 0).map(RateLimiter::new);
+        App(Arc::new(AppInner { limiter, direct, rmcp }))
+    }
+
+    /// Answers one request that came over `connection`, and logs it.
+    pub async fn handle<B>(&self, mut request: http::Request<B>, connection: Option<LocalAddr>) -> Reply
+    where
+        B: HttpBody<Data = Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        let started = Instant::now();
+        let method = request.method().clone();
+        let uri = request.uri().clone();
+        let slot = ToolLogSlot::default();
+        let reply = if uri.path() == "/mcp" {
+            request.extensions_mut().insert(slot.clone());
+            self.endpoint(request, connection).await
+        } else {
+            plain(StatusCode::NOT_FOUND, "404 page not found")
+        };
+        log_request(started, &method, &uri, &reply, slot.take());
+        reply
+    }
+
+    /// The checks of `/mcp`, in order: Host guard, body, framing, rate limit.
+    async fn endpoint<B>(&self, request: http::Request<B>, connection: Option<LocalAddr>) -> Reply
+    where
+        B: HttpBody<Data = Bytes> + Send + 'static,
+        B::Error: Into<axum::BoxError>,
+    {
+        if let Some(refusal) = host_guard(&request, connection) {
+            return refusal;
+        }
+        if request.method() != Method::POST {
+            return buffered(self.0.rmcp.handle(request.map(Body::new)).await).await;
+        }
+        match read_body(request).await {
+            Ok((parts, bytes)) => self.check_frame(parts, bytes, connection).await,
+            Err(refusal) => refusal,
+        }
+    }
+
+    /// [`frame::screen`] on the body: what rmcp would refuse without a
+    /// JSON-RPC answer is answered here; a kept id is put back in the reply.
+    /// A plain request is then served by [`Direct`], anything else by rmcp's
+    /// service. Either decodes the typed message itself; only a body rmcp
+    /// cannot decode is decoded again, by [`frame::inspect`], for the answer.
+    async fn check_frame(&self, parts: http::request::Parts, bytes: Bytes, connection: Option<LocalAddr>) -> Reply {
+        let (body, kept, method) = match frame::screen(&bytes) {
+            Err(verdict) => return answer(verdict, &bytes),
+            Ok(screened) => {
+                let client = connection.and_then(|c| c.peer()).map(|a| a.ip());
+                if let Some(limited) =
+                    rate_limit(self.0.limiter.as_ref(), client, screened.method.as_deref(), screened.readable_id)
+                {
+                    return limited;
+                }
+                match screened.swapped {
+                    None => (bytes.clone(), None, screened.method),
+                    Some(swapped) => (Bytes::from(swapped), screened.kept, screened.method),
+                }
+            }
+        };
+        let parts = match self.0.direct.serve(parts, &body, method.as_deref()).await {
+            Served::Reply(reply) => {
+                let response = json_bytes(StatusCode::OK, reply);
+                return match kept {
+                    None => response,
+                    Some(kept) => restore_kept_id(response, kept),
+                };
+            }
+            Served::ToRmcp(parts) => parts,
+            Served::Unencodable(text) => {
+                let mut response = http::Response::new(Bytes::from(text));
+                *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+                return response;
+            }
+        };
+        let response = self.0.rmcp.handle(http::Request::from_parts(parts, Full::new(body))).await;
+        let response = buffered(response).await;
+        if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+            if response.body().starts_with(RMCP_UNDECODABLE) {
+                match frame::inspect(&bytes) {
+                    Verdict::Forward { .. } => {}
+                    verdict => return answer(verdict, &bytes),
+                }
+            }
+            return response;
+        }
+        match kept {
+            None => response,
+            Some(kept) => restore_kept_id(response, kept),
+        }
+    }
+}
+
+/// Axum's view of [`App`] (for [`router`]): the connection from the
+/// request's [`ConnectInfo`].
+impl tower::Service<http::Request<Body>> for App {
+    type Response = http::Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = ReplyFuture;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> ReplyFuture {
+        let app = self.clone();
+        let connection = request.extensions().get::<ConnectInfo<LocalAddr>>().map(|c| c.0);
+        Box::pin(async move { Ok(app.handle(request, connection).await.map(Full::new)) })
+    }
+}
+
+/// [`App`] on one accepted connection, as hyper calls it.
+#[derive(Clone)]
+struct Connection {
+    app: App,
+    local: LocalAddr,
+}
+
+impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Connection {
+    type Response = http::Response<Full<Bytes>>;
+    type Error = Infallible;
+    type Future = ReplyFuture;
+
+    fn call(&self, request: http::Request<hyper::body::Incoming>) -> ReplyFuture {
+        let (app, local) = (self.app.clone(), self.local);
+        Box::pin(async move { Ok(app.handle(request, Some(local)).await.map(Full::new)) })
+    }
+}
+
+/// rmcp's answer with its body read (its JSON answers are complete).
+async fn buffered<B: HttpBody<Data = Bytes>>(response: http::Response<B>) -> Reply {
+    let (parts, body) = response.into_parts();
+    let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+    http::Response::from_parts(parts, bytes)
+}
+
 /// A plain-text error as Go's `http.Error` writes it.
-fn plain(status: StatusCode, message: &str) -> Response {
-    let mut response = Response::new(Body::from(format!("{message}\n")));
+fn plain(status: StatusCode, message: &str) -> Reply {
+    let mut response = http::Response::new(Bytes::from(format!("{message}\n")));
     *response.status_mut() = status;
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; charset=utf-8"));
@@ -158,19 +322,15 @@ fn plain(status: StatusCode, message: &str) -> Response {
     response
 }
 
-fn json(status: StatusCode, body: String) -> Response {
+fn json(status: StatusCode, body: String) -> Reply {
     json_bytes(status, body.into_bytes())
 }
 
-fn json_bytes(status: StatusCode, body: Vec<u8>) -> Response {
-    let mut response = Response::new(Body::from(body));
+fn json_bytes(status: StatusCode, body: Vec<u8>) -> Reply {
+    let mut response = http::Response::new(Bytes::from(body));
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
-}
-
-async fn not_found() -> Response {
-    plain(StatusCode::NOT_FOUND, "404 page not found")
 }
 
 fn is_loopback_host(host: &str) -> bool {
@@ -185,37 +345,11 @@ fn is_loopback_host(host: &str) -> bool {
     bare.eq_ignore_ascii_case("localhost") || bare.parse::<IpAddr>().is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
-fn connection(request: &Request) -> Option<LocalAddr> {
-    request.extensions().get::<ConnectInfo<LocalAddr>>().map(|c| c.0)
-}
-
-/// What the checks of `/mcp` hold: the rate limit, and the direct path
-/// that serves plain requests without rmcp's per-request service.
-#[derive(Debug, Clone)]
-struct Endpoint {
-    limiter: Option<Arc<RateLimiter>>,
-    direct: Arc<Direct>,
-}
-
-/// The checks of `/mcp`, in order: Host guard, body, framing, rate limit.
-async fn endpoint_checks(State(endpoint): State<Endpoint>, request: Request, next: Next) -> Response {
-    if let Some(refusal) = host_guard(&request) {
-        return refusal;
-    }
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
-    match read_body(request).await {
-        Ok((parts, bytes)) => check_frame(parts, bytes, &endpoint, next).await,
-        Err(refusal) => refusal,
-    }
-}
-
 /// A client that reached a loopback address must name a loopback host: a
 /// page elsewhere cannot reach a local server through a rebound DNS name.
-fn host_guard(request: &Request) -> Option<Response> {
+fn host_guard<B>(request: &http::Request<B>, connection: Option<LocalAddr>) -> Option<Reply> {
     // A dual-stack listener (`--http 8080`) sees IPv4 clients as `::ffff:a.b.c.d`.
-    if connection(request).and_then(|c| c.0).is_some_and(|a| a.ip().to_canonical().is_loopback()) {
+    if connection.and_then(|c| c.0).is_some_and(|a| a.ip().to_canonical().is_loopback()) {
         let host = request.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
         if !is_loopback_host(host) {
             return Some(plain(StatusCode::FORBIDDEN, &format!("Forbidden: invalid Host header {}", quote(host))));
@@ -225,7 +359,11 @@ fn host_guard(request: &Request) -> Option<Response> {
 }
 
 /// Buffers the body within [`MAX_BODY_BYTES`] and [`BODY_READ_TIMEOUT`].
-async fn read_body(request: Request) -> Result<(http::request::Parts, Bytes), Response> {
+async fn read_body<B>(request: http::Request<B>) -> Result<(http::request::Parts, Bytes), Reply>
+where
+    B: HttpBody<Data = Bytes>,
+    B::Error: Into<axum::BoxError>,
+{
     let declared = request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
         return Err(plain(StatusCode::PAYLOAD_TOO_LARGE, "http: request body too large"));
@@ -245,65 +383,13 @@ async fn read_body(request: Request) -> Result<(http::request::Parts, Bytes), Re
     }
 }
 
-/// [`frame::screen`] on the body: what rmcp would refuse without a
-/// JSON-RPC answer is answered here; a kept id is put back in the reply.
-/// A plain request is then served by [`Direct`], anything else by rmcp's
-/// service. Either decodes the typed message itself; only a body rmcp
-/// cannot decode is decoded again, by [`frame::inspect`], for the answer.
-async fn check_frame(parts: http::request::Parts, bytes: Bytes, endpoint: &Endpoint, next: Next) -> Response {
-    let (body, kept, method) = match frame::screen(&bytes) {
-        Err(verdict) => return answer(verdict, &bytes),
-        Ok(screened) => {
-            let limiter = endpoint.limiter.as_deref();
-            if let Some(limited) = rate_limit(limiter, &parts, screened.method.as_deref(), screened.readable_id) {
-                return limited;
-            }
-            match screened.swapped {
-                None => (bytes.clone(), None, screened.method),
-                Some(swapped) => (Bytes::from(swapped), screened.kept, screened.method),
-            }
-        }
-    };
-    let parts = match endpoint.direct.serve(parts, &body, method.as_deref()).await {
-        Served::Reply(reply) => {
-            let response = json_bytes(StatusCode::OK, reply);
-            return match kept {
-                None => response,
-                Some(kept) => restore_kept_id(response, kept).await,
-            };
-        }
-        Served::ToRmcp(parts) => parts,
-        Served::Unencodable(text) => {
-            let mut response = Response::new(Body::from(text));
-            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-            return response;
-        }
-    };
-    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
-    if response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        let (head, body) = response.into_parts();
-        let text = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-        if text.starts_with(RMCP_UNDECODABLE) {
-            match frame::inspect(&bytes) {
-                Verdict::Forward { .. } => {}
-                verdict => return answer(verdict, &bytes),
-            }
-        }
-        return Response::from_parts(head, Body::from(text));
-    }
-    match kept {
-        None => response,
-        Some(kept) => restore_kept_id(response, kept).await,
-    }
-}
-
 /// The reply to a body the framing check decided alone.
-fn answer(verdict: Verdict, bytes: &[u8]) -> Response {
+fn answer(verdict: Verdict, bytes: &[u8]) -> Reply {
     match verdict {
         Verdict::Answer(frame) => json(StatusCode::BAD_REQUEST, frame),
         // Not even a readable notification: nothing to answer.
         Verdict::Ignore if !bytes.iter().all(u8::is_ascii_whitespace) => {
-            let mut response = Response::new(Body::empty());
+            let mut response = http::Response::new(Bytes::new());
             *response.status_mut() = StatusCode::ACCEPTED;
             response
         }
@@ -312,14 +398,13 @@ fn answer(verdict: Verdict, bytes: &[u8]) -> Response {
     }
 }
 
-async fn restore_kept_id(response: Response, kept: KeptId) -> Response {
-    let (parts, body) = response.into_parts();
-    let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+fn restore_kept_id(response: Reply, kept: KeptId) -> Reply {
+    let (parts, bytes) = response.into_parts();
     let restored = match serde_json::from_slice::<serde_json::Value>(&bytes) {
         Ok(value) => frame::restore_id(value, |p| (p == kept.placeholder).then(|| kept.original.clone())),
-        Err(_) => return Response::from_parts(parts, Body::from(bytes)),
+        Err(_) => return http::Response::from_parts(parts, bytes),
     };
-    let mut response = Response::from_parts(parts, Body::from(restored));
+    let mut response = http::Response::from_parts(parts, Bytes::from(restored));
     response.headers_mut().remove(header::CONTENT_LENGTH);
     response
 }
@@ -327,12 +412,11 @@ async fn restore_kept_id(response: Response, kept: KeptId) -> Response {
 /// A tool call over the limit gets the limit's tool error; nothing else counts.
 fn rate_limit(
     limiter: Option<&RateLimiter>,
-    parts: &http::request::Parts,
+    client: Option<IpAddr>,
     method: Option<&str>,
     id: Option<&RawValue>,
-) -> Option<Response> {
+) -> Option<Reply> {
     let limiter = limiter?;
-    let client = parts.extensions.get::<ConnectInfo<LocalAddr>>().and_then(|c| c.0.peer()).map(|a| a.ip());
     if let (Some("tools/call"), Some(id), Some(ip)) = (method, id, client)
         && let Err(text) = limiter.check(ip)
     {
@@ -361,7 +445,7 @@ struct RequestEvent<'a> {
     timestamp: String,
     level: &'static str,
     event: &'static str,
-    request_id: String,
+    request_id: &'a str,
     transport: &'static str,
     duration_ms: u128,
     http: HttpFields<'a>,
@@ -369,36 +453,33 @@ struct RequestEvent<'a> {
     mcp: Option<ToolLog>,
 }
 
-async fn log_request(mut request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = request.method().to_string();
-    let path = percent_encoding::percent_decode_str(request.uri().path()).decode_utf8_lossy().into_owned();
-    let slot = ToolLogSlot::default();
-    request.extensions_mut().insert(slot.clone());
-    let response = next.run(request).await;
-    let (parts, body) = response.into_parts();
-    // JSON responses are complete when the handler returns; buffering lets
-    // the log state their exact size.
-    let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-    let mcp = slot.take();
-    let status = parts.status.as_u16();
+fn log_request(started: Instant, method: &Method, uri: &http::Uri, reply: &Reply, mcp: Option<ToolLog>) {
+    let path = percent_encoding::percent_decode_str(uri.path()).decode_utf8_lossy();
+    let status = reply.status().as_u16();
     let failed = status >= 400 || mcp.as_ref().is_some_and(|m| m.outcome == "error");
+    let mut request_id = [0; uuid::fmt::Hyphenated::LENGTH];
     let event = RequestEvent {
         timestamp: time::OffsetDateTime::now_utc().format(&Rfc3339).unwrap_or_default(),
         level: if failed { "ERROR" } else { "INFO" },
         event: "mcp.request.completed",
-        request_id: uuid::Uuid::new_v4().to_string(),
+        request_id: uuid::Uuid::new_v4().hyphenated().encode_lower(&mut request_id),
         transport: "streamable_http",
         duration_ms: started.elapsed().as_millis(),
-        http: HttpFields { method: &method, path: &path, status_code: status, response_bytes: bytes.len() },
+        http: HttpFields {
+            method: method.as_str(),
+            path: &path,
+            status_code: status,
+            response_bytes: reply.body().len(),
+        },
         mcp,
     };
-    if let Ok(line) = serde_json::to_string(&event) {
+    let mut line = serde_json::to_vec(&event).unwrap_or_default();
+    if !line.is_empty() {
+        line.push(b'\n');
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{line}");
+        let _ = out.write_all(&line);
         let _ = out.flush();
     }
-    Response::from_parts(parts, Body::from(bytes))
 }
 
 #[cfg(test)]
