@@ -25,13 +25,14 @@
 //! Both typed decodings of a `tools/call`, the request of every search, go
 //! through [`decode_tool_call`] first, which builds the same message as
 //! rmcp's generic decoding at a fraction of its cost, and leaves anything
-//! unusual to it.
+//! unusual to it; a `ping` or `tools/list` without params likewise through
+//! [`decode_without_params`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, JsonRpcRequest, NumberOrString,
-    ServerJsonRpcMessage,
+    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, JsonRpcRequest, ListToolsRequest,
+    NumberOrString, PingRequest, ServerJsonRpcMessage,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -308,15 +309,98 @@ pub fn decode(screened: Screened<'_>) -> Verdict {
 }
 
 /// Decodes a message the way rmcp does: a `tools/call` through
-/// [`decode_tool_call`], anything else (or a call that path does not take)
-/// through rmcp's generic decoding.
+/// [`decode_tool_call`], a `ping` or `tools/list` through
+/// [`decode_without_params`], anything else (or a message those paths do not
+/// take) through rmcp's generic decoding.
 pub fn decode_message(text: &str, method: Option<&str>) -> serde_json::Result<ClientJsonRpcMessage> {
-    if method == Some("tools/call")
-        && let Some(message) = decode_tool_call(text)
-    {
-        return Ok(message);
+    let fast = match method {
+        Some("tools/call") => decode_tool_call(text),
+        Some("ping" | "tools/list") => decode_without_params(text),
+        _ => None,
+    };
+    match fast {
+        Some(message) => Ok(message),
+        None => serde_json::from_str::<ClientJsonRpcMessage>(text),
     }
-    serde_json::from_str::<ClientJsonRpcMessage>(text)
+}
+
+/// The top-level keys of a request the fast paths take: `jsonrpc`, `id`,
+/// `method` and `params` only, each once and unescaped.
+#[derive(Default)]
+struct Top<'a> {
+    jsonrpc: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
+    method: Option<&'a RawValue>,
+    params: Option<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for Top<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TopVisitor;
+
+        impl<'de> serde::de::Visitor<'de> for TopVisitor {
+            type Value = Top<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON-RPC request object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
+                let mut top = Top::default();
+                // A borrowed `&str` key fails on an escaped key: then rmcp decodes.
+                while let Some(key) = map.next_key::<&'de str>()? {
+                    let slot = match key {
+                        "jsonrpc" => &mut top.jsonrpc,
+                        "id" => &mut top.id,
+                        "method" => &mut top.method,
+                        "params" => &mut top.params,
+                        _ => return Err(serde::de::Error::custom("a key the fast path does not take")),
+                    };
+                    if slot.replace(map.next_value()?).is_some() {
+                        return Err(serde::de::Error::custom("a duplicated key"));
+                    }
+                }
+                Ok(top)
+            }
+        }
+
+        deserializer.deserialize_map(TopVisitor)
+    }
+}
+
+/// A request's top-level object, its method as written (quotes included)
+/// and its id as rmcp holds it, when the envelope is one the fast paths
+/// take: `"jsonrpc": "2.0"` and an id rmcp writes back as it came.
+fn fast_envelope(text: &str) -> Option<(Top<'_>, &str, NumberOrString)> {
+    let top = serde_json::from_str::<Top<'_>>(text).ok()?;
+    if top.jsonrpc?.get() != "\"2.0\"" {
+        return None;
+    }
+    let method = top.method?.get();
+    let id = top.id?;
+    if !matches!(id_shape(id), IdShape::Native) {
+        return None;
+    }
+    let id = serde_json::from_str::<NumberOrString>(id.get()).ok()?;
+    Some((top, method, id))
+}
+
+/// A `ping` or `tools/list` without params, decoded straight into rmcp's
+/// types, or `None` for anything else (params of any kind included: rmcp
+/// reads their `_meta` and, for `tools/list`, a cursor), which rmcp's
+/// decoding must take. rmcp's own decoding tries every request type before
+/// these, as for a `tools/call`.
+pub fn decode_without_params(text: &str) -> Option<ClientJsonRpcMessage> {
+    let (top, method, id) = fast_envelope(text)?;
+    if top.params.is_some() {
+        return None;
+    }
+    let request = match method {
+        "\"ping\"" => ClientRequest::PingRequest(PingRequest::default()),
+        "\"tools/list\"" => ClientRequest::ListToolsRequest(ListToolsRequest::default()),
+        _ => return None,
+    };
+    Some(ClientJsonRpcMessage::Request(JsonRpcRequest::new(id, request)))
 }
 
 /// A `tools/call` request decoded straight into rmcp's types, or `None`
@@ -336,48 +420,6 @@ pub fn decode_message(text: &str, method: Option<&str>) -> serde_json::Result<Cl
 /// write differently, params that are not an object or do not decode)
 /// returns `None`.
 pub fn decode_tool_call(text: &str) -> Option<ClientJsonRpcMessage> {
-    #[derive(Default)]
-    struct Top<'a> {
-        jsonrpc: Option<&'a RawValue>,
-        id: Option<&'a RawValue>,
-        method: Option<&'a RawValue>,
-        params: Option<&'a RawValue>,
-    }
-
-    struct TopVisitor;
-
-    impl<'de> serde::de::Visitor<'de> for TopVisitor {
-        type Value = Top<'de>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a JSON-RPC request object")
-        }
-
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Top<'de>, A::Error> {
-            let mut top = Top::default();
-            // A borrowed `&str` key fails on an escaped key: then rmcp decodes.
-            while let Some(key) = map.next_key::<&'de str>()? {
-                let slot = match key {
-                    "jsonrpc" => &mut top.jsonrpc,
-                    "id" => &mut top.id,
-                    "method" => &mut top.method,
-                    "params" => &mut top.params,
-                    _ => return Err(serde::de::Error::custom("a key the fast path does not take")),
-                };
-                if slot.replace(map.next_value()?).is_some() {
-                    return Err(serde::de::Error::custom("a duplicated key"));
-                }
-            }
-            Ok(top)
-        }
-    }
-
-    impl<'de> Deserialize<'de> for Top<'de> {
-        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-            deserializer.deserialize_map(TopVisitor)
-        }
-    }
-
     /// Whether the params hold only the keys whose values rmcp's decoding
     /// reads as this one does: any other key (rmcp buffers its value, and
     /// refuses a number beyond `f64` there, where a direct decoding skips
@@ -410,15 +452,10 @@ pub fn decode_tool_call(text: &str) -> Option<ClientJsonRpcMessage> {
         }
     }
 
-    let top = serde_json::from_str::<Top<'_>>(text).ok()?;
-    if top.jsonrpc?.get() != "\"2.0\"" || top.method?.get() != "\"tools/call\"" {
+    let (top, method, id) = fast_envelope(text)?;
+    if method != "\"tools/call\"" {
         return None;
     }
-    let id = top.id?;
-    if !matches!(id_shape(id), IdShape::Native) {
-        return None;
-    }
-    let id = serde_json::from_str::<NumberOrString>(id.get()).ok()?;
     let params = top.params?;
     if !params.get().starts_with('{') || !serde_json::from_str::<PlainCallParams>(params.get()).is_ok_and(|p| p.0) {
         return None;
@@ -685,6 +722,76 @@ mod tests {
         true
     }
 
+    /// As [`fast_path_matches_rmcp`], for [`decode_without_params`]: the same message as rmcp's
+    /// (the same request type and id, no extensions, the same bytes encoded back).
+    fn no_params_path_matches_rmcp(text: &str) -> bool {
+        let Some(fast) = decode_without_params(text) else { return false };
+        let generic = serde_json::from_str::<ClientJsonRpcMessage>(text)
+            .unwrap_or_else(|e| panic!("{text}: the fast path took a message rmcp refuses ({e})"));
+        let (ClientJsonRpcMessage::Request(f), ClientJsonRpcMessage::Request(g)) = (&fast, &generic) else {
+            panic!("{text}: rmcp decoded {generic:?}")
+        };
+        assert_eq!(f.id, g.id, "{text}");
+        match (&f.request, &g.request) {
+            (ClientRequest::PingRequest(fp), ClientRequest::PingRequest(gp)) => {
+                assert_eq!((fp.extensions.len(), gp.extensions.len()), (0, 0), "{text}");
+            }
+            (ClientRequest::ListToolsRequest(fl), ClientRequest::ListToolsRequest(gl)) => {
+                assert_eq!((fl.params.is_none(), gl.params.is_none()), (true, true), "{text}");
+                assert_eq!((fl.extensions.len(), gl.extensions.len()), (0, 0), "{text}");
+            }
+            _ => panic!("{text}: decoded {fast:?}, rmcp decoded {generic:?}"),
+        }
+        assert_eq!(format!("{fast:?}"), format!("{generic:?}"), "{text}");
+        assert_eq!(serde_json::to_string(&fast).unwrap(), serde_json::to_string(&generic).unwrap(), "{text}");
+        true
+    }
+
+    /// The `ping` and `tools/list` requests the fast path must take, in the shapes clients send.
+    fn no_params_seeds() -> Vec<String> {
+        let mut out = Vec::new();
+        for method in ["ping", "tools/list"] {
+            for id in ["1", "0", "-7", "9223372036854775807", r#""a""#, r#""""#, r#""\u00e9\"x""#] {
+                out.push(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}"}}"#));
+            }
+            out.push(format!(r#"  {{"method":"{method}","id":"k","jsonrpc":"2.0"}}  "#));
+            out.push(format!("{{ \"jsonrpc\" : \"2.0\" ,\n\t\"id\" : 4 , \"method\" : \"{method}\" }}"));
+        }
+        out
+    }
+
+    #[test]
+    fn the_ping_and_tool_list_fast_path_decodes_what_rmcp_decodes() {
+        for text in no_params_seeds() {
+            assert!(no_params_path_matches_rmcp(&text), "{text}: expected the fast path to take it");
+        }
+        // Left to rmcp: params of any kind, other methods, anything said in an unusual way.
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":null}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"progressToken":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"c"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[]}"#,
+            r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":-0,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","method":"ping"}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"p\u0069ng"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools\/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"resources/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"prompts/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","x":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#,
+            r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+        ] {
+            assert!(decode_without_params(text).is_none(), "{text}: expected rmcp's decoding");
+        }
+    }
+
     fn tool_call(id: &str, params: &str) -> String {
         format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{params}}}"#)
     }
@@ -757,9 +864,9 @@ mod tests {
     }
 
     /// The fuzz suite's mutations (hostile values, bytes flipped, inserted and cut, keys renamed,
-    /// dropped and duplicated) of the seeds: whatever the fast path takes, rmcp decodes alike.
-    #[test]
-    fn mutated_tool_calls_decode_alike_on_both_paths() {
+    /// dropped and duplicated) of `seeds`, 20,000 of them, each passed to `check` when it is
+    /// UTF-8: how many were, and how many `check` said yes to.
+    fn mutations(seeds: &[String], mut check: impl FnMut(&str) -> bool) -> (usize, usize) {
         const HOSTILE: [&str; 16] = [
             "123456789012345678901234567890",
             "18446744073709551616",
@@ -795,7 +902,6 @@ mod tests {
             state ^= state << 17;
             (state % n.max(1) as u64) as usize
         };
-        let seeds = fast_path_seeds();
         let (mut taken, mut tried) = (0, 0);
         for _ in 0..20_000 {
             let mut bytes = seeds[next(seeds.len())].clone().into_bytes();
@@ -804,7 +910,7 @@ mod tests {
                 bytes = match next(4) {
                     0 => {
                         let colons: Vec<usize> = text.match_indices(':').map(|(i, _)| i).collect();
-                        let at = colons[next(colons.len())];
+                        let Some(&at) = colons.get(next(colons.len())) else { continue };
                         let rest = &text[at + 1..];
                         let end = rest.find([',', '}']).unwrap_or(rest.len());
                         format!("{}{}{}", &text[..at + 1], HOSTILE[next(HOSTILE.len())], &rest[end..]).into_bytes()
@@ -829,7 +935,10 @@ mod tests {
                         }
                         .into_bytes()
                     }
-                    _ => text.replacen(r#""search""#, r#""se\u0061rch""#, 1).into_bytes(),
+                    _ => text
+                        .replacen(r#""search""#, r#""se\u0061rch""#, 1)
+                        .replacen(r#""ping""#, r#""p\u0069ng""#, 1)
+                        .into_bytes(),
                 };
                 if bytes.is_empty() {
                     break;
@@ -837,10 +946,24 @@ mod tests {
             }
             let Ok(text) = std::str::from_utf8(&bytes) else { continue };
             tried += 1;
-            taken += usize::from(fast_path_matches_rmcp(text));
+            taken += usize::from(check(text));
         }
+        (tried, taken)
+    }
+
+    /// Whatever the fast path takes of mutated tool calls, rmcp decodes alike.
+    #[test]
+    fn mutated_tool_calls_decode_alike_on_both_paths() {
+        let (tried, taken) = mutations(&fast_path_seeds(), fast_path_matches_rmcp);
         // The mutations leave many calls the fast path still takes, and many it leaves to rmcp.
         assert!(taken > 2_000 && tried - taken > 2_000, "taken {taken} of {tried}");
+    }
+
+    /// Whatever the fast path takes of mutated `ping` and `tools/list` requests, rmcp decodes alike.
+    #[test]
+    fn mutated_pings_and_tool_lists_decode_alike_on_both_paths() {
+        let (tried, taken) = mutations(&no_params_seeds(), no_params_path_matches_rmcp);
+        assert!(taken > 1_000 && tried - taken > 1_000, "taken {taken} of {tried}");
     }
 
     #[test]
