@@ -123,15 +123,9 @@ const MIGRATIONS: &[&str] = &[
     // Version 6.
     //
     // `stems` also holds the word each short form of code stands for
-    // (`num` → `number`, see `fts::SPELLED_OUT`); refilled as in version 2.
-    r#"
-    DROP TABLE chunks_fts;
-    CREATE VIRTUAL TABLE chunks_fts USING fts5 (
-        body, idents, stems, names, comments,
-        content = '', contentless_delete = 1,
-        tokenize = 'unicode61 remove_diacritics 2'
-    );
-    "#,
+    // (`num` → `number`, see `fts::SPELLED_OUT`): the table keeps its
+    // columns, is emptied and refilled as in version 2.
+    "INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all');",
 ];
 
 /// The last version that changed what the lexical index holds: a store

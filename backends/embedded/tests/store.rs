@@ -585,6 +585,36 @@ fn a_version_2_store_gets_its_comments_column_when_opened() {
     assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["calls", "mentions"]);
 }
 
+#[test]
+fn a_version_5_store_gets_short_forms_spelled_out_when_opened() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = |id: &str, body: &str| {
+        let mut r = record(id, "acme", "tools", "main", &format!("src/{id}.rs"), body, vec![1.0, 0.0]);
+        r.chunk.metadata.chunking_strategy = "code".into();
+        r
+    };
+    let records = [
+        code("short", "fn check(num_args: usize) {}"),
+        code("a", "fn a() {}"),
+        code("b", "fn b() {}"),
+        code("c", "fn c() {}"),
+    ];
+    drop(filled(dir.path(), &records));
+    // What a version-5 build left: the stems column without the spelled-out
+    // words, which nothing else in the row says (and a lexical index that
+    // the migration rebuilds from it).
+    let store = reopened_after(
+        dir.path(),
+        "INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all');
+         INSERT INTO chunks_fts (rowid, body, idents, stems, names, comments)
+             SELECT pk, document, '', '', '', '' FROM chunks;
+         DELETE FROM lexicon; DELETE FROM postings; DELETE FROM blocks;
+         UPDATE schema_version SET version = 5;",
+    );
+    let hits = store.lexical_search("number", &SearchFilter::default(), 5).unwrap();
+    assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["short"]);
+}
+
 /// The store in `dir` opened by this build after `sql` turned it back into
 /// what an older build left.
 fn reopened_after(dir: &Path, sql: &str) -> EmbeddedStore {
