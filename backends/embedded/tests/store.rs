@@ -549,24 +549,27 @@ fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
     assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["p"]);
 }
 
+/// A chunk of `src/<id>.rs` that the indexer made from code, whose comment
+/// lines go to their own column.
+fn code_record(id: &str, body: &str) -> EmbeddedChunk {
+    let mut r = record(id, "acme", "tools", "main", &format!("src/{id}.rs"), body, vec![1.0, 0.0]);
+    r.chunk.metadata.chunking_strategy = "code".into();
+    r
+}
+
 #[test]
 fn a_version_2_store_gets_its_comments_column_when_opened() {
     let dir = tempfile::tempdir().unwrap();
-    let code = |id: &str, body: &str| {
-        let mut r = record(id, "acme", "tools", "main", &format!("src/{id}.rs"), body, vec![1.0, 0.0]);
-        r.chunk.metadata.chunking_strategy = "code".into();
-        r
-    };
     // The longer chunk calls the widget; the shorter one only mentions it
     // in its doc comment.
     let records = [
-        code("calls", "fn spin() {\n    rotate_widget(); // and again, and again, and again\n}"),
-        code("mentions", "/// A widget.\nfn f() {}"),
+        code_record("calls", "fn spin() {\n    rotate_widget(); // and again, and again, and again\n}"),
+        code_record("mentions", "/// A widget.\nfn f() {}"),
         // Rows without the word, so it is not in half of them (where FTS5's
         // IDF is all but 0).
-        code("a", "fn a() {}"),
-        code("b", "fn b() {}"),
-        code("c", "fn c() {}"),
+        code_record("a", "fn a() {}"),
+        code_record("b", "fn b() {}"),
+        code_record("c", "fn c() {}"),
     ];
     drop(filled(dir.path(), &records));
     // What a version-2 build left: four columns, comments in the body, and
@@ -588,16 +591,11 @@ fn a_version_2_store_gets_its_comments_column_when_opened() {
 #[test]
 fn a_version_5_store_gets_short_forms_spelled_out_when_opened() {
     let dir = tempfile::tempdir().unwrap();
-    let code = |id: &str, body: &str| {
-        let mut r = record(id, "acme", "tools", "main", &format!("src/{id}.rs"), body, vec![1.0, 0.0]);
-        r.chunk.metadata.chunking_strategy = "code".into();
-        r
-    };
     let records = [
-        code("short", "fn check(num_args: usize) {}"),
-        code("a", "fn a() {}"),
-        code("b", "fn b() {}"),
-        code("c", "fn c() {}"),
+        code_record("short", "fn check(num_args: usize) {}"),
+        code_record("a", "fn a() {}"),
+        code_record("b", "fn b() {}"),
+        code_record("c", "fn c() {}"),
     ];
     drop(filled(dir.path(), &records));
     // What a version-5 build left: the stems column without the spelled-out
