@@ -251,16 +251,18 @@ pub fn fuse_hybrid(
 ) -> Vec<Candidate> {
     let mut fused = fuse_candidates(&[(options.weight_dense, dense), (options.weight_lexical, lexical)], options.rrf_k);
     if let Some(phrase) = verbatim_phrase(query) {
-        let verbatim: Vec<String> = lexical
+        // The fused entries (with their fused scores) of the verbatim rows,
+        // in the lexical order; every lexical row is among the fused.
+        let verbatim: Vec<Candidate> = lexical
             .iter()
             .take(VERBATIM_DEPTH)
             .filter(|c| contains_verbatim(&c.chunk.document, &phrase))
-            .map(fusion_key)
+            .filter_map(|c| {
+                let key = fusion_key(c);
+                fused.iter().find(|f| fusion_key(f) == key).cloned()
+            })
             .collect();
-        let keys: Vec<String> = fused.iter().map(fusion_key).collect();
-        let order = promote_verbatim(keys, &verbatim);
-        let mut by_key: HashMap<String, Candidate> = fused.drain(..).map(|c| (fusion_key(&c), c)).collect();
-        fused = order.into_iter().filter_map(|k| by_key.remove(&k)).collect();
+        fused = promote_verbatim(fused, &verbatim);
     }
     fused.truncate(n_results);
     fused

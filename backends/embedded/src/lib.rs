@@ -564,14 +564,14 @@ impl EmbeddedStore {
         if let Some(phrase) = rr_core::retrieval::verbatim_phrase(query) {
             let best = &lexical[..lexical.len().min(rr_core::retrieval::VERBATIM_DEPTH)];
             let rows = view.fetch_rows(&reader, best)?;
-            let verbatim: Vec<i64> = rows
+            // The fused entries of the verbatim rows, in the lexical order;
+            // every lexical row is among the fused.
+            let verbatim: Vec<(i64, f64)> = rows
                 .iter()
                 .filter(|(_, c)| rr_core::retrieval::contains_verbatim(&c.chunk.document, &phrase))
-                .map(|(pk, _)| *pk)
+                .filter_map(|(pk, _)| fused.iter().find(|h| h.0 == *pk).copied())
                 .collect();
-            let order = rr_core::retrieval::promote_verbatim(fused.iter().map(|h| h.0).collect(), &verbatim);
-            let score: HashMap<i64, f64> = fused.iter().copied().collect();
-            fused = order.into_iter().map(|pk| (pk, score[&pk])).collect();
+            fused = rr_core::retrieval::promote_verbatim(fused, &verbatim);
             read.extend(rows);
         }
         fused.truncate(k);
