@@ -11,7 +11,7 @@ use crate::record::Candidate;
 use crate::request::SearchRequest;
 use crate::rerank::score_order;
 use crate::retrieval::{HybridOptions, RetrievalMode};
-use crate::select::{clean_document, select};
+use crate::select::{PER_FILE_FIRST_PASS, clean_document, select_spread};
 use crate::traits::{CallContext, Embedder, Reranker, VectorStore};
 
 /// Candidates fetched per requested result without reranking.
@@ -29,6 +29,10 @@ pub struct PipelineOptions {
     /// Fusion weights when `retrieval` is hybrid.
     pub hybrid: HybridOptions,
     pub rerank: RerankOptions,
+    /// Results one file gets before other files have had their turn
+    /// ([`select_spread`]); 0 keeps the ranking's order. The reference's 2 by
+    /// default, which the drop-in must keep.
+    pub per_file: usize,
 }
 
 impl Default for PipelineOptions {
@@ -38,6 +42,7 @@ impl Default for PipelineOptions {
             retrieval: RetrievalMode::Dense,
             hybrid: HybridOptions::default(),
             rerank: RerankOptions::default(),
+            per_file: PER_FILE_FIRST_PASS,
         }
     }
 }
@@ -83,6 +88,8 @@ pub struct SearchEngine {
     /// Reorders the one list (a federation's fused list).
     reranker: Option<Arc<dyn Reranker>>,
     rerank: RerankOptions,
+    /// See [`PipelineOptions::per_file`].
+    per_file: usize,
     federated: bool,
 }
 
@@ -92,6 +99,7 @@ impl std::fmt::Debug for SearchEngine {
             .field("stores", &self.stores)
             .field("reranker", &self.reranker.as_ref().map(|r| r.name().to_owned()))
             .field("rerank", &self.rerank)
+            .field("per_file", &self.per_file)
             .field("federated", &self.federated)
             .finish()
     }
@@ -115,13 +123,31 @@ impl SearchEngine {
         let name = store.name().to_owned();
         let mut only = FederatedStore::new(name, store, embedder).with_retrieval(options.retrieval, options.hybrid);
         only.query_prefix = options.query_prefix;
-        SearchEngine { stores: Arc::new([only]), reranker, rerank: options.rerank, federated: false }
+        SearchEngine {
+            stores: Arc::new([only]),
+            reranker,
+            rerank: options.rerank,
+            per_file: options.per_file,
+            federated: false,
+        }
     }
 
     /// Several stores searched as one, `reranker` reordering the fused list
     /// (see [`crate::federated`]). With no store every search finds nothing.
     pub fn federated(stores: Vec<FederatedStore>, reranker: Option<Arc<dyn Reranker>>, rerank: RerankOptions) -> Self {
-        SearchEngine { stores: stores.into(), reranker, rerank, federated: true }
+        SearchEngine { stores: stores.into(), reranker, rerank, per_file: PER_FILE_FIRST_PASS, federated: true }
+    }
+
+    /// The same engine giving a file `per_file` results before other files
+    /// have had their turn (0: the ranking's order), see [`select_spread`].
+    pub fn with_per_file(mut self, per_file: usize) -> Self {
+        self.per_file = per_file;
+        self
+    }
+
+    /// Results one file gets before other files have had their turn (0: no spread).
+    pub fn per_file(&self) -> usize {
+        self.per_file
     }
 
     /// Whether this engine is a federation (its answers may name skipped stores).
@@ -253,7 +279,7 @@ impl SearchEngine {
         if let Some(reranker) = &self.reranker {
             candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
         }
-        Ok(SearchOutcome { results: select(candidates, request.limit), skipped })
+        Ok(SearchOutcome { results: select_spread(candidates, request.limit, self.per_file), skipped })
     }
 
     /// One store's candidates: checked against its embedder's dimension

@@ -5,7 +5,8 @@ use std::collections::{HashMap, HashSet};
 
 use crate::record::Candidate;
 
-/// Most results one file gets before other files have had their turn.
+/// Most results one file gets before other files have had their turn in the
+/// reference server's selection, which the drop-in keeps.
 pub const PER_FILE_FIRST_PASS: usize = 2;
 
 /// A document without the indexer's context prefix: trimmed, and when it
@@ -25,6 +26,14 @@ pub fn clean_document(document: &str) -> &str {
 /// repeated bodies are dropped, a file gets at most two results at first, and
 /// deferred same-file results fill what is left, in order.
 pub fn select(candidates: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
+    select_spread(candidates, limit, PER_FILE_FIRST_PASS)
+}
+
+/// [`select`] with `per_file` results for a file before other files have
+/// had their turn; 0 keeps the relevance order as it is (empty and repeated
+/// bodies are still dropped).
+pub fn select_spread(candidates: Vec<Candidate>, limit: usize, per_file: usize) -> Vec<Candidate> {
+    let first_pass = if per_file == 0 { usize::MAX } else { per_file };
     let mut selected = Vec::with_capacity(limit.min(candidates.len()));
     let mut deferred = Vec::new();
     let mut per_file: HashMap<String, usize> = HashMap::new();
@@ -38,7 +47,7 @@ pub fn select(candidates: Vec<Candidate>, limit: usize) -> Vec<Candidate> {
             continue;
         }
         let count = per_file.entry(candidate.chunk.metadata.file_key()).or_default();
-        if *count >= PER_FILE_FIRST_PASS {
+        if *count >= first_pass {
             deferred.push(candidate);
             continue;
         }
@@ -96,6 +105,19 @@ mod tests {
         assert_eq!(ids(&select(c.clone(), 3)), ["a:1", "a:2", "b:4"]);
         assert_eq!(ids(&select(c.clone(), 5)), ["a:1", "a:2", "b:4", "a:3", "a:5"]);
         assert_eq!(ids(&select(c, 10)), ["a:1", "a:2", "b:4", "a:3", "a:5"]);
+    }
+
+    #[test]
+    fn spread_is_per_file_and_zero_keeps_the_order() {
+        let c = vec![cand("a", "1"), cand("a", "2"), cand("a", "3"), cand("b", "4"), cand("a", "5")];
+        assert_eq!(ids(&select_spread(c.clone(), 3, 1)), ["a:1", "b:4", "a:2"]);
+        assert_eq!(ids(&select_spread(c.clone(), 4, 3)), ["a:1", "a:2", "a:3", "b:4"]);
+        assert_eq!(ids(&select_spread(c.clone(), 4, 0)), ["a:1", "a:2", "a:3", "b:4"]);
+        assert_eq!(ids(&select_spread(c.clone(), 5, 0)), ids(&c));
+        assert_eq!(ids(&select_spread(c.clone(), 5, PER_FILE_FIRST_PASS)), ids(&select(c, 5)));
+        let mut dup = vec![cand("a", "same"), cand("a", "same"), cand("b", "x")];
+        dup[1].chunk.id = "a:same again".into();
+        assert_eq!(ids(&select_spread(dup, 5, 0)), ["a:same", "b:x"]);
     }
 
     #[test]

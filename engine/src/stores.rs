@@ -11,6 +11,9 @@
 //! request_timeout_secs = 120                 # per attempt
 //!
 //! rerank_min_score = 0.2                     # optional: drop what the last stage scores below
+//! per_file = 0                               # optional: results a file gets before other files
+//!                                            # have had their turn; 0 keeps the merged order
+//!                                            # (default 2, as the reference selects)
 //!
 //! [[reranker]]                               # optional: reranks the fused list; one table,
 //! kind = "bm25-fusion"                       # or an array of them applied in order (a chain)
@@ -155,6 +158,10 @@ pub struct StoresFile {
     pub rerank_candidate_multiplier: Option<usize>,
     #[serde(default)]
     pub rerank_max_candidates: Option<usize>,
+    /// Results one file gets before other files have had their turn in the
+    /// merged list (0: the merged order); default the reference's 2.
+    #[serde(default)]
+    pub per_file: Option<usize>,
     #[serde(default)]
     pub stores: BTreeMap<String, StoreSection>,
 }
@@ -272,6 +279,7 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
             weight_lexical: section.hybrid_weight_lexical,
             rrf_k: section.hybrid_rrf_k,
             depth: section.hybrid_depth,
+            per_file: None,
         };
         let (mode, hybrid) = choice
             .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.hybrid_{key}"))
@@ -303,7 +311,11 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
     if let Some(m) = file.rerank_max_candidates {
         rerank.max_candidates = m.max(1);
     }
-    Ok(SearchEngine::federated(stores, reranker, rerank))
+    let engine = SearchEngine::federated(stores, reranker, rerank);
+    Ok(match file.per_file {
+        Some(n) => engine.with_per_file(n),
+        None => engine,
+    })
 }
 
 /// The built-in registry plus the file's dynamic plugins.
@@ -386,6 +398,9 @@ kind = "hash"
         assert!(Arc::ptr_eq(&fed.stores()[0].embedder, &fed.stores()[1].embedder));
         assert_eq!(fed.stores()[1].timeout, Duration::from_millis(2500));
         assert_eq!(fed.stores()[0].model, "hash");
+        assert_eq!(fed.per_file(), rr_core::select::PER_FILE_FIRST_PASS, "the reference's selection by default");
+        let (_dir, path) = write("s.toml", &format!("per_file = 0\n{TWO}"));
+        assert_eq!(super::engine(&path).unwrap().per_file(), 0);
     }
 
     #[test]

@@ -221,6 +221,10 @@ pub struct RetrievalArgs {
     /// Hybrid: candidates read from each ranking before fusion [default: 50].
     #[arg(long, value_name = "N")]
     pub hybrid_depth: Option<usize>,
+    /// Results one file gets before other files have had their turn; 0 keeps the ranking's order
+    /// [default: 0; the reference server's selection is 2].
+    #[arg(long, value_name = "N")]
+    pub per_file: Option<usize>,
 }
 
 fn mode_parser() -> impl clap::builder::TypedValueParser<Value = rr_core::RetrievalMode> {
@@ -237,6 +241,7 @@ impl RetrievalArgs {
             weight_lexical: self.hybrid_weight_lexical,
             rrf_k: self.hybrid_rrf_k,
             depth: self.hybrid_depth,
+            per_file: self.per_file,
         }
     }
 
@@ -315,8 +320,8 @@ pub const REMOTE_RERANK: &str = "--rerank reranks the embedded store: a --stores
      `rerank_min_score` itself, and --chroma-url reranks with the CHROMA_REPO_SEARCH_RERANK_* variables";
 
 /// Why `serve --mode` is refused with --stores or --chroma-url.
-pub const REMOTE_MODE: &str = "--mode and --hybrid-* set the embedded store's retrieval: a --stores file sets \
-     `retrieval` per store, and a Chroma collection is searched dense";
+pub const REMOTE_MODE: &str = "--mode, --hybrid-* and --per-file set the embedded store's search: a --stores file \
+     sets `retrieval` per store and `per_file`, and a Chroma collection is searched dense, two results per file first";
 
 /// The text of `repo-retriever --help`: the subcommands, one line each, then the drop-in flags.
 pub fn help() -> String {

@@ -93,9 +93,10 @@ fn issue4_dry_run_writes_nothing() {
     assert!(stderr.starts_with("Error: no index at "), "{stderr}");
 }
 
-/// The embedded store with the built-in hash embedder, in dense mode,
-/// returns what the drop-in server returns over the reference indexer's
-/// records in Chroma.
+/// The embedded store with the built-in hash embedder, in dense mode and
+/// selecting two results per file first as the reference does, returns
+/// what the drop-in server returns over the reference indexer's records in
+/// Chroma.
 #[tokio::test]
 async fn issue4_embedded_search_matches_the_chroma_deployment() {
     let store = tempfile::tempdir().unwrap();
@@ -115,7 +116,7 @@ async fn issue4_embedded_search_matches_the_chroma_deployment() {
             json!({"query": "client", "source": "acme/widgets@main", "limit": 3}),
         ),
     ] {
-        let local = search(store.path(), query, &[&["--mode", "dense"], extra.as_slice()].concat());
+        let local = search(store.path(), query, &[&["--mode", "dense", "--per-file", "2"], extra.as_slice()].concat());
         let remote = mcp.call_tool("search", args).await;
         assert_eq!(local, format!("{}\n", tool_text(&remote)), "query {query:?}");
     }
@@ -406,6 +407,39 @@ fn search_mode_settings_are_checked() {
     std::fs::write(&stores, "").unwrap();
     let (_, stderr) = failure(&["serve", "--stores", stores.to_str().unwrap(), "--mode", "lexical"]);
     assert_eq!(stderr, format!("Error: {}\n", repo_retriever::cli::REMOTE_MODE));
+    let (_, stderr) = failure(&["serve", "--stores", stores.to_str().unwrap(), "--per-file", "2"]);
+    assert_eq!(stderr, format!("Error: {}\n", repo_retriever::cli::REMOTE_MODE));
+}
+
+/// The files of a search's excerpts, in order.
+fn files(markdown: &str) -> Vec<&str> {
+    markdown.lines().filter_map(|l| l.strip_prefix("**File:** `")).map(|l| l.split('#').next().unwrap_or(l)).collect()
+}
+
+#[test]
+fn issue9_the_embedded_search_keeps_the_ranking_order_unless_told_to_spread() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    // a.go's functions say the query's words more often than b.go's one, so the ranking puts a.go's
+    // chunks first (at this chunk size a function is about one chunk; every line differs, so no
+    // excerpt repeats another's text).
+    let function = |name: &str, times: usize| {
+        let body: String = (0..times).map(|i| format!("\tfrobnicate(widgets, gizmos, {i})\n")).collect();
+        format!("func {name}() {{\n{body}}}\n\n")
+    };
+    write(&repo, "a.go", &format!("package a\n\n{}{}{}", function("One", 6), function("Two", 5), function("Three", 4)));
+    write(&repo, "b.go", &format!("package b\n\n{}", function("Other", 1)));
+    let store = work.path().join("store");
+    index_chunked(&repo, &store, &["--chunk-size", "80", "--chunk-overlap", "0"]);
+    let query = "frobnicate widgets gizmos";
+    let lexical = ["--limit", "4", "--mode", "lexical"];
+    let ranked = search(&store, query, &lexical);
+    assert_eq!(files(&ranked), ["a.go", "a.go", "a.go", "a.go"], "{ranked}");
+    assert_eq!(search(&store, query, &[&lexical[..], &["--per-file", "0"]].concat()), ranked);
+    let reference = search(&store, query, &[&lexical[..], &["--per-file", "2"]].concat());
+    assert_eq!(files(&reference), ["a.go", "a.go", "b.go", "a.go"], "{reference}");
+    let one = search(&store, query, &[&lexical[..], &["--per-file", "1"]].concat());
+    assert_eq!(files(&one), ["a.go", "b.go", "a.go", "a.go"], "{one}");
 }
 
 #[test]
