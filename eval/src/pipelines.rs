@@ -16,7 +16,13 @@
 //! retrieval = "hybrid"                   # optional: dense, lexical or hybrid (default: the store's)
 //! hybrid_weight_lexical = 2.0            # optional, hybrid only; also hybrid_weight_dense,
 //!                                        # hybrid_rrf_k, hybrid_depth
+//! per_file = 2                           # optional: results a file gets before other files have
+//!                                        # had their turn, as `search --per-file` (0: no limit);
+//!                                        # default what `search` does: 0 over a store folder, else 2
 //! ```
+//!
+//! Each pipeline's results are selected as the `search` tool selects them
+//! (repeated text dropped, `per_file`), so a row scores what a user is shown.
 //!
 //! Every comparison ends with the [`bm25`](super::bm25) baseline row over all
 //! the chunks of the first embedded store folder it reads.
@@ -32,6 +38,7 @@ use figment::Figment;
 use figment::providers::{Format, Toml};
 use rr_core::registry::{FactoryContext, Registry};
 use rr_core::rerank::score_order;
+use rr_core::select::{PER_FILE_FIRST_PASS, select_spread};
 use rr_core::{
     CallContext, Candidate, Embedder, HybridOptions, RerankChain, RerankOptions, Reranker as _, RetrievalMode,
     Retriever, VectorStore,
@@ -76,6 +83,9 @@ pub struct Pipeline {
     /// The rerank stages in order, with the cut-off; `None` for no reranking.
     pub reranker: Option<RerankChain>,
     pub candidates: usize,
+    /// Results one file gets before other files have had their turn when the
+    /// results are selected ([`select_spread`]); 0 keeps the ranking's order.
+    pub per_file: usize,
 }
 
 impl Pipeline {
@@ -103,6 +113,7 @@ impl std::fmt::Debug for Pipeline {
             .field("retrieval", &self.retriever.mode())
             .field("reranker", &self.reranker)
             .field("candidates", &self.candidates)
+            .field("per_file", &self.per_file)
             .finish()
     }
 }
@@ -120,8 +131,8 @@ pub struct Timings {
 impl Pipeline {
     /// Embeds the query (with the prefix) unless the mode needs no vector,
     /// retrieves `candidates` through the query's filter in the pipeline's
-    /// mode, reranks stage by stage, applies the cut-off and keeps the first
-    /// `limit`.
+    /// mode, reranks stage by stage, applies the cut-off and selects the
+    /// first `limit` as the `search` tool does ([`select_spread`]).
     pub async fn run(&self, query: &EvalQuery, limit: usize) -> Result<(Vec<Candidate>, Timings), PipelineError> {
         let ctx = CallContext::default();
         let failed = |step: &str, e: &dyn std::fmt::Display| {
@@ -148,7 +159,7 @@ impl Pipeline {
             .map_err(|e| failed("retrieve", &e))?;
         timings.retrieve = at.elapsed();
 
-        let mut results = match &self.reranker {
+        let results = match &self.reranker {
             None => candidates,
             Some(chain) => {
                 let (ranked, stages) =
@@ -157,7 +168,7 @@ impl Pipeline {
                 ranked
             }
         };
-        results.truncate(limit);
+        let results = select_spread(results, limit, self.per_file);
         timings.total = started.elapsed();
         Ok((results, timings))
     }
@@ -210,10 +221,17 @@ pub fn defaults(
         retriever: Retriever::new(mode, HybridOptions::for_embedder(embedder.as_ref())),
         reranker,
         candidates: DEFAULT_CANDIDATES,
+        per_file: rr_engine::local::EMBEDDED_PER_FILE,
     };
     let mut pipelines: Vec<Pipeline> =
         DEFAULT_MODES.iter().map(|&mode| pipeline(format!("{} {mode}", settings.embedder), mode, None)).collect();
     let mode = RetrievalMode::default_for(store.as_ref());
+    // What the default mode loses to the reference's selection, which gives
+    // each file two results before any gets a third.
+    pipelines.push(Pipeline {
+        per_file: PER_FILE_FIRST_PASS,
+        ..pipeline(format!("{} {mode}, {PER_FILE_FIRST_PASS} per file", settings.embedder), mode, None)
+    });
     let mut missing = Vec::new();
     for chain in chains {
         let name = std::iter::once(format!("{} {mode}", settings.embedder))
@@ -250,6 +268,7 @@ pub fn bm25_baseline(open: &rr_engine::local::OpenStore) -> Result<Pipeline, Pip
         retriever: Retriever::new(RetrievalMode::Lexical, HybridOptions::default()),
         reranker: None,
         candidates: DEFAULT_CANDIDATES,
+        per_file: 0,
     })
 }
 
@@ -295,6 +314,8 @@ pub struct PipelineSpec {
     pub hybrid_rrf_k: Option<f64>,
     #[serde(default)]
     pub hybrid_depth: Option<usize>,
+    #[serde(default)]
+    pub per_file: Option<usize>,
 }
 
 /// The whole pipelines file.
@@ -385,6 +406,7 @@ fn build_one(
         weight_lexical: spec.hybrid_weight_lexical,
         rrf_k: spec.hybrid_rrf_k,
         depth: spec.hybrid_depth,
+        per_file: None,
     };
     let embedder = match (&spec.embedder, &own) {
         (Some(c), _) => registry.embedder(&c.kind, &component(c), ctx).map_err(|e| err(format!("embedder: {e}")))?,
@@ -420,7 +442,14 @@ fn build_one(
     }
     let reranker = RerankChain::new(stages).ok().map(|c| c.with_min_score(spec.min_score));
     let retriever = Retriever::new(mode, hybrid);
-    Ok((Pipeline { name: spec.name.clone(), embedder, store, query_prefix, retriever, reranker, candidates }, own))
+    // What `search` does over the store: a store folder is the embedded
+    // store's search, anything else a stores file's.
+    let per_file = spec.per_file.unwrap_or(match own {
+        Some(_) => rr_engine::local::EMBEDDED_PER_FILE,
+        None => PER_FILE_FIRST_PASS,
+    });
+    let name = spec.name.clone();
+    Ok((Pipeline { name, embedder, store, query_prefix, retriever, reranker, candidates, per_file }, own))
 }
 
 #[cfg(test)]
@@ -444,7 +473,7 @@ mod tests {
             "[[pipeline]]\nname = \"chain\"\n{CHROMA}\nembedder = {{ kind = \"hash\" }}\n\
              reranker = [{{ kind = \"bm25-fusion\" }}, {{ kind = \"mmr\", lambda = 0.5 }}]\nmin_score = 2\n\n\
              [[pipeline]]\nname = \"one\"\n{CHROMA}\nembedder = {{ kind = \"hash\" }}\nreranker = {{ kind = \"mmr\" }}\n\
-             candidates = 7\nquery_prefix = \"\"\n"
+             candidates = 7\nquery_prefix = \"\"\nper_file = 0\n"
         );
         let built = build_file(&body).unwrap();
         assert_eq!(built.len(), 2);
@@ -453,6 +482,8 @@ mod tests {
         assert_eq!((built[0].candidates, built[0].query_prefix.as_str()), (DEFAULT_CANDIDATES, "query: "));
         assert_eq!(built[1].stage_names(), ["mmr"]);
         assert_eq!((built[1].candidates, built[1].query_prefix.as_str()), (7, ""));
+        // A store table selects as a stores file does unless told otherwise.
+        assert_eq!((built[0].per_file, built[1].per_file), (PER_FILE_FIRST_PASS, 0));
     }
 
     #[test]
