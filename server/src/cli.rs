@@ -222,7 +222,8 @@ pub struct RetrievalArgs {
     #[arg(long, value_name = "N")]
     pub hybrid_depth: Option<usize>,
     /// Results one file gets before other files have had their turn; 0 keeps the ranking's order
-    /// [default: 0; the reference server's selection is 2].
+    /// [default: 0 over the embedded store; 2, the reference server's selection, with --chroma-url or
+    /// --stores unless the file sets `per_file`].
     #[arg(long, value_name = "N")]
     pub per_file: Option<usize>,
 }
@@ -245,8 +246,10 @@ impl RetrievalArgs {
         }
     }
 
+    /// Whether a first-stage setting was given (`--per-file` is not one: it
+    /// applies to every kind of store).
     fn is_set(&self) -> bool {
-        self.choice() != crate::local::RetrievalChoice::default()
+        crate::local::RetrievalChoice { per_file: None, ..self.choice() } != crate::local::RetrievalChoice::default()
     }
 }
 
@@ -320,8 +323,8 @@ pub const REMOTE_RERANK: &str = "--rerank reranks the embedded store: a --stores
      `rerank_min_score` itself, and --chroma-url reranks with the CHROMA_REPO_SEARCH_RERANK_* variables";
 
 /// Why `serve --mode` is refused with --stores or --chroma-url.
-pub const REMOTE_MODE: &str = "--mode, --hybrid-* and --per-file set the embedded store's search: a --stores file \
-     sets `retrieval` per store and `per_file`, and a Chroma collection is searched dense, two results per file first";
+pub const REMOTE_MODE: &str = "--mode and --hybrid-* set the embedded store's retrieval: a --stores file sets \
+     `retrieval` per store, and a Chroma collection is searched dense";
 
 /// The text of `repo-retriever --help`: the subcommands, one line each, then the drop-in flags.
 pub fn help() -> String {
@@ -490,6 +493,12 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                     local_nav = local.nav;
                     local.engine
                 }
+            };
+            // The embedded store's engine has it already; over Chroma and a stores file the flag
+            // wins over the reference's 2 and the file's `per_file`.
+            let engine = match args.retrieval.per_file {
+                Some(n) => engine.with_per_file(n),
+                None => engine,
             };
             let mut limits = rr_core::ArgLimits::default();
             if let Some(max) = args.max_query_bytes {

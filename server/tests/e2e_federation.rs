@@ -11,7 +11,7 @@ mod support;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use support::{Server, is_error, tool_text};
+use support::{Server, excerpt_files, is_error, most_per_file, tool_text};
 
 #[tokio::test]
 async fn plugins_lists_the_builtins_of_the_final_binary() {
@@ -154,4 +154,33 @@ async fn a_reranker_chain_and_its_cut_off_apply_to_the_served_search() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("reranker[1]: unknown reranker kind \"bm26\"; valid kinds: bm25-fusion, "), "{stderr}");
+}
+
+/// A stores file's `per_file` sets how many results one file gets before other files have had
+/// their turn in the merged list (the reference's two by default), and `serve --per-file` wins
+/// over it.
+#[tokio::test]
+async fn per_file_spreads_the_merged_list_and_the_flag_wins() {
+    let f = support::fixture();
+    let dir = tempfile::tempdir().unwrap();
+    let file = stores_file(&dir, &[("widgets", &f.chroma_url, &f.collection)]);
+    let stores = std::fs::read_to_string(&file).unwrap();
+    let args = json!({"query": "where is the configuration loaded and validated", "limit": 5});
+    let default = federated_call(&file, args.clone()).await;
+    let default = tool_text(&default).to_owned();
+    assert_eq!(most_per_file(&default), 2, "the reference's selection: {default}");
+
+    std::fs::write(&file, format!("per_file = 1\n{stores}")).unwrap();
+    let one = federated_call(&file, args.clone()).await;
+    let one = tool_text(&one);
+    assert_eq!(excerpt_files(one).len(), 5, "{one}");
+    assert_eq!(most_per_file(one), 1, "{one}");
+
+    let mcp = Server::new()
+        .args(["serve", "--tools", "search", "--per-file", "2", "--stores"])
+        .arg(file.display().to_string())
+        .stdio()
+        .await;
+    let flag = mcp.call_tool("search", args).await;
+    assert_eq!(tool_text(&flag), default, "--per-file 2 over the file's per_file = 1");
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 
 use rr_testkit::{copy_dir, git};
 use serde_json::{Value, json};
-use support::{EMBED_MODEL, Server, fixture, server_bin, testdata_dir, tool_text};
+use support::{EMBED_MODEL, Server, excerpt_files, fixture, server_bin, testdata_dir, tool_text};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
@@ -407,13 +407,6 @@ fn search_mode_settings_are_checked() {
     std::fs::write(&stores, "").unwrap();
     let (_, stderr) = failure(&["serve", "--stores", stores.to_str().unwrap(), "--mode", "lexical"]);
     assert_eq!(stderr, format!("Error: {}\n", repo_retriever::cli::REMOTE_MODE));
-    let (_, stderr) = failure(&["serve", "--stores", stores.to_str().unwrap(), "--per-file", "2"]);
-    assert_eq!(stderr, format!("Error: {}\n", repo_retriever::cli::REMOTE_MODE));
-}
-
-/// The files of a search's excerpts, in order.
-fn files(markdown: &str) -> Vec<&str> {
-    markdown.lines().filter_map(|l| l.strip_prefix("**File:** `")).map(|l| l.split('#').next().unwrap_or(l)).collect()
 }
 
 #[test]
@@ -434,12 +427,12 @@ fn issue9_the_embedded_search_keeps_the_ranking_order_unless_told_to_spread() {
     let query = "frobnicate widgets gizmos";
     let lexical = ["--limit", "4", "--mode", "lexical"];
     let ranked = search(&store, query, &lexical);
-    assert_eq!(files(&ranked), ["a.go", "a.go", "a.go", "a.go"], "{ranked}");
+    assert_eq!(excerpt_files(&ranked), ["a.go", "a.go", "a.go", "a.go"], "{ranked}");
     assert_eq!(search(&store, query, &[&lexical[..], &["--per-file", "0"]].concat()), ranked);
     let reference = search(&store, query, &[&lexical[..], &["--per-file", "2"]].concat());
-    assert_eq!(files(&reference), ["a.go", "a.go", "b.go", "a.go"], "{reference}");
+    assert_eq!(excerpt_files(&reference), ["a.go", "a.go", "b.go", "a.go"], "{reference}");
     let one = search(&store, query, &[&lexical[..], &["--per-file", "1"]].concat());
-    assert_eq!(files(&one), ["a.go", "b.go", "a.go", "a.go"], "{one}");
+    assert_eq!(excerpt_files(&one), ["a.go", "b.go", "a.go", "a.go"], "{one}");
 }
 
 #[test]

@@ -18,7 +18,7 @@ use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_http::{HttpClient, HttpSettings};
 use serde_json::{Value, json};
 use support::nav::{ALL_TOOLS, COMMIT, corpus, err, index_chunked, off, ok, wait_until_indexed};
-use support::{DATABASE, EMBED_MODEL, Server, TENANT, fixture, is_error, tool_text};
+use support::{DATABASE, EMBED_MODEL, Server, TENANT, excerpt_files, fixture, is_error, most_per_file, tool_text};
 
 /// Files of the corpus the reference indexer did not keep byte for byte:
 /// it drops a UTF-8 byte-order mark and reads CRLF line ends as LF before
@@ -380,6 +380,27 @@ async fn issue5_serve_chroma_url_with_all_tools_over_stdio() {
         String::from_utf8_lossy(&out.stderr),
         "Error: --chroma-url serves a Chroma collection; it cannot be combined with --store or --stores\n"
     );
+}
+
+/// `serve --chroma-url` selects as the drop-in (two results per file first) unless `--per-file`
+/// says otherwise.
+#[tokio::test]
+async fn issue9_serve_chroma_url_takes_per_file() {
+    let args = json!({"query": "where is the configuration loaded and validated", "limit": 5});
+    let mut mcp = Server::new().args(serve_chroma_args()).stdio().await;
+    let default = mcp.call_tool("search", args.clone()).await;
+    mcp.close().await;
+    let mut drop_in = Server::fixture().stdio().await;
+    let reference = drop_in.call_tool("search", args.clone()).await;
+    drop_in.close().await;
+    assert_eq!(tool_text(&default), tool_text(&reference));
+    assert_eq!(most_per_file(tool_text(&default)), 2, "{}", tool_text(&default));
+    let mut mcp = Server::new().args(serve_chroma_args()).args(["--per-file", "1"]).stdio().await;
+    let one = mcp.call_tool("search", args).await;
+    mcp.close().await;
+    assert!(!is_error(&one), "{one}");
+    assert_eq!(excerpt_files(tool_text(&one)).len(), 5, "{}", tool_text(&one));
+    assert_eq!(most_per_file(tool_text(&one)), 1, "{}", tool_text(&one));
 }
 
 /// The limit counts every `tools/call` of a client address, `search`

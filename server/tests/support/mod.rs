@@ -299,6 +299,17 @@ pub fn tool_text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text content in tool result: {result}"))
 }
 
+/// The file of each excerpt of a `search` answer, in order.
+pub fn excerpt_files(markdown: &str) -> Vec<&str> {
+    markdown.lines().filter_map(|l| l.strip_prefix("**File:** `")).map(|l| l.split('#').next().unwrap_or(l)).collect()
+}
+
+/// How often the most frequent file of a `search` answer stands in it.
+pub fn most_per_file(markdown: &str) -> usize {
+    let files = excerpt_files(markdown);
+    files.iter().map(|f| files.iter().filter(|g| *g == f).count()).max().unwrap_or(0)
+}
+
 /// Whether a `tools/call` result is flagged `isError: true`.
 pub fn is_error(result: &Value) -> bool {
     result["isError"].as_bool().unwrap_or(false)
