@@ -29,10 +29,6 @@ pub struct PipelineOptions {
     /// Fusion weights when `retrieval` is hybrid.
     pub hybrid: HybridOptions,
     pub rerank: RerankOptions,
-    /// Results one file gets before other files have had their turn
-    /// ([`select_spread`]); 0 keeps the ranking's order. The reference's 2 by
-    /// default, which the drop-in must keep.
-    pub per_file: usize,
 }
 
 impl Default for PipelineOptions {
@@ -42,7 +38,6 @@ impl Default for PipelineOptions {
             retrieval: RetrievalMode::Dense,
             hybrid: HybridOptions::default(),
             rerank: RerankOptions::default(),
-            per_file: PER_FILE_FIRST_PASS,
         }
     }
 }
@@ -88,7 +83,10 @@ pub struct SearchEngine {
     /// Reorders the one list (a federation's fused list).
     reranker: Option<Arc<dyn Reranker>>,
     rerank: RerankOptions,
-    /// See [`PipelineOptions::per_file`].
+    /// Results one file gets before other files have had their turn
+    /// ([`select_spread`]); 0 keeps the ranking's order. The reference's 2
+    /// unless [`with_per_file`](Self::with_per_file) says otherwise: the
+    /// drop-in must keep it.
     per_file: usize,
     federated: bool,
 }
@@ -127,7 +125,7 @@ impl SearchEngine {
             stores: Arc::new([only]),
             reranker,
             rerank: options.rerank,
-            per_file: options.per_file,
+            per_file: PER_FILE_FIRST_PASS,
             federated: false,
         }
     }

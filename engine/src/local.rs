@@ -721,10 +721,9 @@ pub fn engine_over(
         query_prefix: open.settings.query_prefix.clone(),
         retrieval,
         hybrid,
-        per_file: choice.per_file.unwrap_or(EMBEDDED_PER_FILE),
         ..PipelineOptions::default()
     };
-    Ok(SearchEngine::new(open.embedder.clone(), open.store.clone(), reranker, options))
+    Ok(SearchEngine::new(open.embedder.clone(), open.store.clone(), reranker, options).with_per_file(EMBEDDED_PER_FILE))
 }
 
 /// How many results one file gets, by default, before other files have had
@@ -735,8 +734,8 @@ pub fn engine_over(
 /// the search tool returns").
 pub const EMBEDDED_PER_FILE: usize = 0;
 
-/// A retrieval mode, hybrid weights and the results' spread over files as
-/// an operator gave them (a flag or a file key each, `None` when left out).
+/// A retrieval mode and hybrid weights as an operator gave them (a flag or
+/// a file key each, `None` when left out).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RetrievalChoice {
     pub mode: Option<RetrievalMode>,
@@ -744,9 +743,6 @@ pub struct RetrievalChoice {
     pub weight_lexical: Option<f64>,
     pub rrf_k: Option<f64>,
     pub depth: Option<usize>,
-    /// Results one file gets before other files have had their turn (0: no
-    /// limit); default [`EMBEDDED_PER_FILE`].
-    pub per_file: Option<usize>,
 }
 
 /// How `--mode`'s companions are named on the command line: `--hybrid-rrf-k`.

@@ -279,7 +279,6 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
             weight_lexical: section.hybrid_weight_lexical,
             rrf_k: section.hybrid_rrf_k,
             depth: section.hybrid_depth,
-            per_file: None,
         };
         let (mode, hybrid) = choice
             .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.hybrid_{key}"))

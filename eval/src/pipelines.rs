@@ -406,7 +406,6 @@ fn build_one(
         weight_lexical: spec.hybrid_weight_lexical,
         rrf_k: spec.hybrid_rrf_k,
         depth: spec.hybrid_depth,
-        per_file: None,
     };
     let embedder = match (&spec.embedder, &own) {
         (Some(c), _) => registry.embedder(&c.kind, &component(c), ctx).map_err(|e| err(format!("embedder: {e}")))?,

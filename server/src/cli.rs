@@ -221,11 +221,28 @@ pub struct RetrievalArgs {
     /// Hybrid: candidates read from each ranking before fusion [default: 50].
     #[arg(long, value_name = "N")]
     pub hybrid_depth: Option<usize>,
+    #[command(flatten)]
+    pub selection: SelectionArgs,
+}
+
+/// How the results are selected from the ranking (`search`, and `serve` over any store).
+#[derive(Debug, Args)]
+pub struct SelectionArgs {
     /// Results one file gets before other files have had their turn; 0 keeps the ranking's order
     /// [default: 0 over the embedded store; 2, the reference server's selection, with --chroma-url or
     /// --stores unless the file sets `per_file`].
     #[arg(long, value_name = "N")]
     pub per_file: Option<usize>,
+}
+
+impl SelectionArgs {
+    /// `engine` with the selection asked for; without one, the engine's own.
+    fn apply(&self, engine: rr_core::SearchEngine) -> rr_core::SearchEngine {
+        match self.per_file {
+            Some(n) => engine.with_per_file(n),
+            None => engine,
+        }
+    }
 }
 
 fn mode_parser() -> impl clap::builder::TypedValueParser<Value = rr_core::RetrievalMode> {
@@ -242,14 +259,11 @@ impl RetrievalArgs {
             weight_lexical: self.hybrid_weight_lexical,
             rrf_k: self.hybrid_rrf_k,
             depth: self.hybrid_depth,
-            per_file: self.per_file,
         }
     }
 
-    /// Whether a first-stage setting was given (`--per-file` is not one: it
-    /// applies to every kind of store).
     fn is_set(&self) -> bool {
-        crate::local::RetrievalChoice { per_file: None, ..self.choice() } != crate::local::RetrievalChoice::default()
+        self.choice() != crate::local::RetrievalChoice::default()
     }
 }
 
@@ -436,6 +450,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             let choice = args.retrieval.choice();
             let engine = crate::local::engine_with(&args.store.dir(), &choice, args.rerank.reranker()?)
                 .map_err(|e| e.to_string())?;
+            let engine = args.retrieval.selection.apply(engine);
             let ctx = rr_core::CallContext::default();
             let limits = rr_core::ArgLimits::default();
             let outcome = rr_mcp::search::call_with(&engine, search, &ctx, &limits, rr_mcp::ErrorText::Summary).await;
@@ -494,12 +509,8 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                     local.engine
                 }
             };
-            // The embedded store's engine has it already; over Chroma and a stores file the flag
-            // wins over the reference's 2 and the file's `per_file`.
-            let engine = match args.retrieval.per_file {
-                Some(n) => engine.with_per_file(n),
-                None => engine,
-            };
+            // Over a stores file the flag wins over its `per_file`.
+            let engine = args.retrieval.selection.apply(engine);
             let mut limits = rr_core::ArgLimits::default();
             if let Some(max) = args.max_query_bytes {
                 limits.max_query_bytes = usize::try_from(max).unwrap_or(usize::MAX);
