@@ -118,6 +118,7 @@ pub async fn evaluate(
             query: query.query.clone(),
             targets: query.targets.iter().map(ToString::to_string).collect(),
             results: results.iter().map(|c| c.chunk.metadata.path_with_lines()).collect(),
+            distances: results.iter().map(|c| c.distance).collect(),
             metrics: metrics::score(&matches, query.targets.len()),
             timings,
         });

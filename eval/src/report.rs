@@ -16,6 +16,10 @@ pub struct QueryOutcome {
     pub targets: Vec<String>,
     /// `path#Lx-Ly` of each result, in rank order.
     pub results: Vec<String>,
+    /// The store's distance of each result, in the same order (`None` where
+    /// the store gave none), so a fusion or cut can be studied offline from
+    /// the report without running the store again.
+    pub distances: Vec<Option<f64>>,
     pub metrics: QueryMetrics,
     pub timings: Timings,
 }
@@ -146,6 +150,7 @@ pub fn to_json(reports: &[PipelineReport], queries_file: &str, limit: usize) -> 
                         "relevant": q.targets,
                         "relevant_ranks": q.metrics.relevant_ranks,
                         "results": q.results,
+                        "distances": q.distances,
                         "reciprocal_rank": q.metrics.reciprocal_rank,
                         "ndcg@10": q.metrics.ndcg,
                         "recall@1": q.metrics.recall_1,
@@ -191,6 +196,7 @@ mod tests {
             query: "q".into(),
             targets: vec!["a.rs".into()],
             results: vec!["a.rs#L1-L9".into()],
+            distances: vec![Some(-0.25)],
             metrics: QueryMetrics {
                 reciprocal_rank: rr,
                 ndcg: rr,
@@ -248,6 +254,7 @@ mod tests {
         );
         assert_eq!(json["pipelines"][1]["per_query"][1]["latency_ms"]["stages"][0]["ms"], 3.0);
         assert_eq!(json["pipelines"][1]["per_query"][0]["relevant_ranks"], json!([1]));
+        assert_eq!(json["pipelines"][1]["per_query"][0]["distances"], json!([-0.25]));
         assert_eq!(json["k"], 10);
     }
 }

@@ -133,6 +133,17 @@ fn eval_compares_the_default_pipelines_on_the_fixture_query_set() {
         let hit = results[r - 1].as_str().unwrap();
         hit.starts_with("internal/config/config.go") || hit.starts_with("docs/guides/configuration.md")
     }));
+    // Each result's distance comes with it, in the ranking's order: closest
+    // first for the vectors, best BM25 (negated) first for the lexical mode.
+    for p in &pipelines[..2] {
+        for q in p["per_query"].as_array().unwrap() {
+            let distances: Vec<f64> =
+                q["distances"].as_array().unwrap().iter().map(|d| d.as_f64().expect("a distance")).collect();
+            assert_eq!(distances.len(), q["results"].as_array().unwrap().len(), "{q}");
+            assert!(distances.windows(2).all(|w| w[0] <= w[1]), "{} {distances:?}", p["name"]);
+        }
+    }
+    assert!(pipelines[1]["per_query"][0]["distances"][0].as_f64().unwrap() < 0.0);
 }
 
 #[test]
