@@ -49,7 +49,24 @@ pub struct StoreSettings {
     /// choice, and its store holds the reference's records.
     #[serde(default)]
     pub chunking: ChunkingScheme,
+    /// The OpenAI-compatible endpoint of an `openai` store; absent for the
+    /// built-in embedders. Its API key is never written here: it is read
+    /// from [`EMBEDDING_API_KEY_ENV`] on every run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<EmbeddingEndpoint>,
 }
+
+/// The OpenAI-compatible embeddings endpoint a store's vectors come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbeddingEndpoint {
+    /// The origin `/v1/embeddings` is appended to.
+    pub api_url: String,
+    pub model: String,
+}
+
+/// Where an `openai` store's API key comes from, as for a Chroma target: the
+/// environment only, so it reaches neither the settings file nor a log.
+pub const EMBEDDING_API_KEY_ENV: &str = "CHROMA_REPO_SEARCH_EMBEDDING_API_KEY";
 
 impl Default for StoreSettings {
     fn default() -> Self {
@@ -59,6 +76,7 @@ impl Default for StoreSettings {
             query_prefix: "query: ".into(),
             document_prefix: "passage: ".into(),
             chunking: DEFAULT_EMBEDDED_CHUNKING,
+            endpoint: None,
         }
     }
 }
@@ -125,35 +143,71 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
             }
             Ok(embedder)
         }
+        "openai" => {
+            let Some(endpoint) = &settings.endpoint else {
+                return Err(LocalError::new("an openai store needs an embedding API URL and model"));
+            };
+            let mut config = serde_json::json!({ "api_url": endpoint.api_url, "model": endpoint.model });
+            // A local server usually wants no key; the registry refuses a
+            // named variable that is unset, so it is named only when set.
+            if std::env::var_os(EMBEDDING_API_KEY_ENV).is_some_and(|v| !v.is_empty()) {
+                config["api_key_env"] = EMBEDDING_API_KEY_ENV.into();
+            }
+            registry
+                .embedder("openai", &config, &ctx)
+                .map_err(|e| LocalError::new(format!("cannot set up the openai embedder: {}", message(e))))
+        }
         other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
     }
 }
 
 /// The embedders a new embedded store can be created with.
-pub const EMBEDDERS: &str = "hash, minilm";
+pub const EMBEDDERS: &str = "hash, minilm, openai";
 
 /// The settings of a new store with embedder `name`, with the query and
 /// document prefixes its model was trained with: none for all-MiniLM-L6-v2
 /// (a sentence-transformers model that saw no prefix), `query: ` /
 /// `passage: ` for `hash`, which ignores them but whose records and the
 /// reference indexer's carry `passage: `, as E5-style models expect.
+/// `openai` (any OpenAI-compatible endpoint, see [`new_endpoint_settings`])
+/// takes those of the reference deployment too.
 pub fn new_store_settings(name: &str) -> Result<StoreSettings, LocalError> {
     match name {
         "hash" => Ok(StoreSettings::default()),
+        "openai" => Err(LocalError::new("the openai embedder needs an embedding API URL and model")),
         "minilm" => Ok(StoreSettings {
             embedder: "minilm".into(),
             dimension: rr_minilm::DIMENSION,
             query_prefix: String::new(),
             document_prefix: String::new(),
             chunking: DEFAULT_EMBEDDED_CHUNKING,
+            endpoint: None,
         }),
         other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
     }
 }
 
+/// The settings of a new store whose vectors come from `endpoint`. Their
+/// dimension is the endpoint's: the store fixes it at the first write, so
+/// 0 here means "whatever the model makes".
+pub fn new_endpoint_settings(endpoint: EmbeddingEndpoint) -> StoreSettings {
+    StoreSettings { embedder: "openai".into(), dimension: 0, endpoint: Some(endpoint), ..StoreSettings::default() }
+}
+
+/// `url` without the `user:password@` of its authority, for messages.
+fn without_userinfo(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let rest = match rest[..authority_end].rfind('@') {
+        Some(at) => &rest[at + 1..],
+        None => rest,
+    };
+    if scheme.is_empty() { rest.to_owned() } else { format!("{scheme}://{rest}") }
+}
+
 /// Fixes a new store's embedder and its query/document prefixes (each
 /// `None` keeps the default: `hash`, and the embedder's prefixes, see
-/// [`new_store_settings`]). The embedder is
+/// [`new_store_settings`]); `openai` also needs its `endpoint`. The embedder is
 /// loaded once here, so a missing model fails before anything is written; the
 /// settings are written unless `dry_run`. An existing store keeps what it was
 /// created with: asking for something else is an error, because vectors made
@@ -163,9 +217,18 @@ pub fn choose_settings(
     name: Option<&str>,
     query_prefix: Option<&str>,
     document_prefix: Option<&str>,
+    endpoint: Option<EmbeddingEndpoint>,
     dry_run: bool,
 ) -> Result<(), LocalError> {
-    let mut wanted = new_store_settings(name.unwrap_or("hash"))?;
+    let mut wanted = match (name.unwrap_or("hash"), endpoint.clone()) {
+        ("openai", Some(endpoint)) => new_endpoint_settings(endpoint),
+        (name, None) => new_store_settings(name)?,
+        (name, Some(_)) => {
+            return Err(LocalError::new(format!(
+                "an embedding API URL and model are for the openai embedder, not \"{name}\""
+            )));
+        }
+    };
     if let Some(prefix) = query_prefix {
         wanted.query_prefix = prefix.to_owned();
     }
@@ -196,6 +259,20 @@ pub fn choose_settings(
                         store_dir.display()
                     )));
                 }
+            }
+            if let Some(asked) = endpoint
+                && existing.endpoint.as_ref() != Some(&asked)
+            {
+                let kept = existing.endpoint.as_ref().map_or_else(
+                    || "no embedding endpoint".to_owned(),
+                    |e| format!("the model {:?} at {}", e.model, without_userinfo(&e.api_url)),
+                );
+                return Err(LocalError::new(format!(
+                    "the store at {} was created with {kept}, not the model {:?} at {}: a store keeps its embedder",
+                    store_dir.display(),
+                    asked.model,
+                    without_userinfo(&asked.api_url)
+                )));
             }
             Ok(())
         }
@@ -850,7 +927,10 @@ pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
     })?;
     let embedder = embedder_for(&settings)?;
     let store = registered_store(store_dir)?;
+    // An endpoint's dimension (0) is whatever its model makes: the store
+    // fixed it at the first write and refuses vectors of another length.
     if let Some(dimension) = store.dimension()
+        && settings.dimension != 0
         && dimension != settings.dimension
     {
         return Err(LocalError::new(format!(
@@ -1085,8 +1165,37 @@ mod tests {
         assert_eq!((hash.query_prefix.as_str(), hash.document_prefix.as_str()), ("query: ", "passage: "));
         assert_eq!(
             new_store_settings("e5").unwrap_err().to_string(),
-            "unknown embedder \"e5\"; valid choices: hash, minilm"
+            "unknown embedder \"e5\"; valid choices: hash, minilm, openai"
         );
+        assert_eq!(
+            new_store_settings("openai").unwrap_err().to_string(),
+            "the openai embedder needs an embedding API URL and model"
+        );
+        let endpoint = EmbeddingEndpoint { api_url: "http://127.0.0.1:8081".into(), model: "e5-small".into() };
+        let openai = new_endpoint_settings(endpoint.clone());
+        assert_eq!(
+            (openai.embedder.as_str(), openai.dimension, openai.query_prefix.as_str(), openai.endpoint),
+            ("openai", 0, "query: ", Some(endpoint))
+        );
+    }
+
+    #[test]
+    fn an_endpoint_is_only_for_the_openai_embedder() {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = EmbeddingEndpoint { api_url: "http://127.0.0.1:8081".into(), model: "m".into() };
+        let err = choose_settings(dir.path(), Some("hash"), None, None, Some(endpoint), false).unwrap_err();
+        assert_eq!(err.to_string(), "an embedding API URL and model are for the openai embedder, not \"hash\"");
+        let err = choose_settings(dir.path(), Some("openai"), None, None, None, false).unwrap_err();
+        assert_eq!(err.to_string(), "the openai embedder needs an embedding API URL and model");
+        assert!(read_settings(dir.path()).unwrap().is_none(), "nothing is written");
+    }
+
+    #[test]
+    fn messages_leave_out_the_credentials_of_an_endpoint() {
+        assert_eq!(without_userinfo("https://user:secret@example.com/v1"), "https://example.com/v1");
+        assert_eq!(without_userinfo("http://127.0.0.1:8081"), "http://127.0.0.1:8081");
+        assert_eq!(without_userinfo("http://host/path@x"), "http://host/path@x");
+        assert_eq!(without_userinfo("token@host:1"), "host:1");
     }
 
     #[test]

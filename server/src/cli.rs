@@ -145,16 +145,18 @@ pub struct IndexArgs {
     /// Write the list of record ids to this file.
     #[arg(long)]
     pub output_manifest: Option<PathBuf>,
-    /// Embedder of a new store: hash (lexical, built in) or minilm (all-MiniLM-L6-v2, see rr-minilm's
-    /// locate()) [default: hash]. An existing store keeps the one it was created with.
-    #[arg(long, value_parser = ["hash", "minilm"], conflicts_with = "chroma_url")]
+    /// Embedder of a new store: hash (lexical, built in), minilm (all-MiniLM-L6-v2, see rr-minilm's
+    /// locate()) or openai (any OpenAI-compatible embeddings endpoint: --embedding-api-url and
+    /// --embedding-model, key from CHROMA_REPO_SEARCH_EMBEDDING_API_KEY) [default: hash]. An
+    /// existing store keeps the one it was created with.
+    #[arg(long, value_parser = ["hash", "minilm", "openai"], conflicts_with = "chroma_url")]
     pub embedder: Option<String>,
     /// Prepended to queries before embedding, for a new store [default: the embedder's: "query: " for
-    /// hash, none for minilm].
+    /// hash and openai, none for minilm].
     #[arg(long, conflicts_with = "chroma_url")]
     pub query_prefix: Option<String>,
     /// Prepended to documents before embedding, for a new store [default: the embedder's: "passage: "
-    /// for hash, none for minilm].
+    /// for hash and openai, none for minilm].
     #[arg(long, conflicts_with = "chroma_url")]
     pub document_prefix: Option<String>,
     #[command(flatten)]
@@ -174,7 +176,8 @@ pub struct ChromaArgs {
     pub tenant: String,
     #[arg(long, env = "CHROMA_REPO_SEARCH_DATABASE", default_value = "default_database")]
     pub database: String,
-    /// OpenAI-compatible embeddings origin for the Chroma target.
+    /// OpenAI-compatible embeddings origin for the Chroma target, or for a new store with
+    /// --embedder openai.
     #[arg(long, env = "CHROMA_REPO_SEARCH_EMBEDDING_API_URL")]
     pub embedding_api_url: Option<String>,
     #[arg(long, env = "CHROMA_REPO_SEARCH_EMBEDDING_MODEL")]
@@ -370,11 +373,23 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
             options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
             if args.embedder.is_some() || args.query_prefix.is_some() || args.document_prefix.is_some() {
+                let endpoint = match args.embedder.as_deref() {
+                    Some("openai") => {
+                        let api_url = args.chroma.embedding_api_url.clone().or(file.embedding.api_url.clone());
+                        let model = args.chroma.embedding_model.clone().or(file.embedding.model.clone());
+                        match (api_url.filter(|u| !u.is_empty()), model.filter(|m| !m.is_empty())) {
+                            (Some(api_url), Some(model)) => Some(crate::local::EmbeddingEndpoint { api_url, model }),
+                            _ => return Err("--embedder openai needs --embedding-api-url and --embedding-model".into()),
+                        }
+                    }
+                    _ => None,
+                };
                 crate::local::choose_settings(
                     &args.store.dir(),
                     args.embedder.as_deref(),
                     args.query_prefix.as_deref(),
                     args.document_prefix.as_deref(),
+                    endpoint,
                     args.dry_run,
                 )
                 .map_err(|e| e.to_string())?;

@@ -270,6 +270,77 @@ fn issue4_a_store_keeps_the_embedder_it_was_created_with() {
     assert_eq!(index(&corpus(), &neural, &[])["chunks_added_or_updated"], 0);
 }
 
+/// A store can take its vectors from any OpenAI-compatible embeddings
+/// endpoint. The embed server computes the `hash` embedder's vectors, so an
+/// `openai` store of the fixture ranks exactly as a `hash` store does; the
+/// settings file names the endpoint and never the key.
+#[test]
+fn a_store_embeds_through_an_openai_compatible_endpoint() {
+    let embed = support::embed_server().url().to_string();
+    let tmp = tempfile::tempdir().unwrap();
+    let (remote, local) = (tmp.path().join("remote"), tmp.path().join("local"));
+    let endpoint = ["--embedder", "openai", "--embedding-api-url", embed.as_str(), "--embedding-model", EMBED_MODEL];
+    let summary = index(&corpus(), &remote, &endpoint);
+    assert_eq!(summary["chunks_added_or_updated"], 89, "{summary}");
+    let settings = std::fs::read_to_string(remote.join("repo-retriever.json")).unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(&settings).unwrap(),
+        json!({
+            "embedder": "openai",
+            "dimension": 0,
+            "query_prefix": "query: ",
+            "document_prefix": "passage: ",
+            "chunking": "reference",
+            "endpoint": {"api_url": embed, "model": EMBED_MODEL}
+        })
+    );
+    index(&corpus(), &local, &["--embedder", "hash"]);
+    let hash_settings = std::fs::read_to_string(local.join("repo-retriever.json")).unwrap();
+    assert!(!hash_settings.contains("endpoint"), "a built-in embedder's settings stay as they were: {hash_settings}");
+    for query in ["where is the configuration loaded and validated", "widget store", "retry with backoff"] {
+        // The hybrid default weighs `hash` vectors at 0.5 and an endpoint's at 1; the dense
+        // and lexical rankings are the same.
+        for mode in ["dense", "hybrid"] {
+            let weight: &[&str] = if mode == "hybrid" { &["--hybrid-weight-dense", "1"] } else { &[] };
+            let extra = [&["--mode", mode, "--limit", "8"], weight].concat();
+            assert_eq!(search(&remote, query, &extra), search(&local, query, &extra), "{mode} {query:?}");
+        }
+    }
+    // Re-indexing keeps the endpoint and writes nothing; another model or
+    // another embedder is refused.
+    assert_eq!(index(&corpus(), &remote, &[])["chunks_added_or_updated"], 0);
+    let (code, stderr) = failure(
+        &[
+            &["index", corpus().to_str().unwrap(), "--store", remote.to_str().unwrap()],
+            &endpoint[..4],
+            &["--embedding-model", "other-model"],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: the store at {} was created with the model \"{EMBED_MODEL}\" at {embed}, not the model \"other-model\" \
+             at {embed}: a store keeps its embedder\n",
+            remote.display()
+        )
+    );
+    let (code, stderr) = failure(&[
+        "index",
+        corpus().to_str().unwrap(),
+        "--store",
+        tmp.path().join("new").to_str().unwrap(),
+        "--embedder",
+        "openai",
+    ]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (Some(1), "Error: --embedder openai needs --embedding-api-url and --embedding-model\n")
+    );
+    assert!(!tmp.path().join("new").exists(), "a refused index creates no store");
+}
+
 /// `index --config` reads the reference indexer's YAML: its `files` and
 /// `chunking` keys select and cut files; flags override it.
 #[test]
