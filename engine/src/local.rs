@@ -144,9 +144,7 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
             Ok(embedder)
         }
         "openai" => {
-            let Some(endpoint) = &settings.endpoint else {
-                return Err(LocalError::new("an openai store needs an embedding API URL and model"));
-            };
+            let Some(endpoint) = &settings.endpoint else { return Err(LocalError::new(NO_ENDPOINT)) };
             let mut config = serde_json::json!({ "api_url": endpoint.api_url, "model": endpoint.model });
             // A local server usually wants no key; the registry refuses a
             // named variable that is unset, so it is named only when set.
@@ -164,18 +162,32 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
 /// The embedders a new embedded store can be created with.
 pub const EMBEDDERS: &str = "hash, minilm, openai";
 
+/// Why an `openai` store, or a request for one, has no endpoint.
+const NO_ENDPOINT: &str = "the openai embedder needs an embedding API URL and model";
+
 /// The settings of a new store with embedder `name`, with the query and
 /// document prefixes its model was trained with: none for all-MiniLM-L6-v2
 /// (a sentence-transformers model that saw no prefix), `query: ` /
 /// `passage: ` for `hash`, which ignores them but whose records and the
 /// reference indexer's carry `passage: `, as E5-style models expect.
-/// `openai` (any OpenAI-compatible endpoint, see [`new_endpoint_settings`])
-/// takes those of the reference deployment too.
-pub fn new_store_settings(name: &str) -> Result<StoreSettings, LocalError> {
-    match name {
-        "hash" => Ok(StoreSettings::default()),
-        "openai" => Err(LocalError::new("the openai embedder needs an embedding API URL and model")),
-        "minilm" => Ok(StoreSettings {
+/// `openai` is any OpenAI-compatible `endpoint`, which it alone takes, with
+/// the prefixes of the reference deployment; its dimension is the model's,
+/// fixed by the store at the first write, so 0 here means "whatever the
+/// model makes".
+pub fn new_store_settings(name: &str, endpoint: Option<EmbeddingEndpoint>) -> Result<StoreSettings, LocalError> {
+    match (name, endpoint) {
+        ("openai", Some(endpoint)) => Ok(StoreSettings {
+            embedder: "openai".into(),
+            dimension: 0,
+            endpoint: Some(endpoint),
+            ..StoreSettings::default()
+        }),
+        ("openai", None) => Err(LocalError::new(NO_ENDPOINT)),
+        (name, Some(_)) => {
+            Err(LocalError::new(format!("an embedding API URL and model are for the openai embedder, not \"{name}\"")))
+        }
+        ("hash", None) => Ok(StoreSettings::default()),
+        ("minilm", None) => Ok(StoreSettings {
             embedder: "minilm".into(),
             dimension: rr_minilm::DIMENSION,
             query_prefix: String::new(),
@@ -183,26 +195,25 @@ pub fn new_store_settings(name: &str) -> Result<StoreSettings, LocalError> {
             chunking: DEFAULT_EMBEDDED_CHUNKING,
             endpoint: None,
         }),
-        other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
+        (other, None) => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
     }
 }
 
-/// The settings of a new store whose vectors come from `endpoint`. Their
-/// dimension is the endpoint's: the store fixes it at the first write, so
-/// 0 here means "whatever the model makes".
-pub fn new_endpoint_settings(endpoint: EmbeddingEndpoint) -> StoreSettings {
-    StoreSettings { embedder: "openai".into(), dimension: 0, endpoint: Some(endpoint), ..StoreSettings::default() }
-}
-
-/// `url` without the `user:password@` of its authority, for messages.
+/// `url` without the `user:password@` of its authority, for messages; one
+/// that does not parse is not shown at all, since where its credentials
+/// end cannot be told.
 fn without_userinfo(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let rest = match rest[..authority_end].rfind('@') {
-        Some(at) => &rest[at + 1..],
-        None => rest,
-    };
-    if scheme.is_empty() { rest.to_owned() } else { format!("{scheme}://{rest}") }
+    match url::Url::parse(url) {
+        // Shown as given when there is nothing to hide.
+        Ok(parsed) if parsed.username().is_empty() && parsed.password().is_none() => url.to_owned(),
+        Ok(mut parsed) => {
+            // Both fail only for URLs that cannot carry credentials.
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        Err(_) => "an unparseable URL".to_owned(),
+    }
 }
 
 /// Fixes a new store's embedder and its query/document prefixes (each
@@ -220,15 +231,7 @@ pub fn choose_settings(
     endpoint: Option<EmbeddingEndpoint>,
     dry_run: bool,
 ) -> Result<(), LocalError> {
-    let mut wanted = match (name.unwrap_or("hash"), endpoint.clone()) {
-        ("openai", Some(endpoint)) => new_endpoint_settings(endpoint),
-        (name, None) => new_store_settings(name)?,
-        (name, Some(_)) => {
-            return Err(LocalError::new(format!(
-                "an embedding API URL and model are for the openai embedder, not \"{name}\""
-            )));
-        }
-    };
+    let mut wanted = new_store_settings(name.unwrap_or("hash"), endpoint.clone())?;
     if let Some(prefix) = query_prefix {
         wanted.query_prefix = prefix.to_owned();
     }
@@ -1159,20 +1162,20 @@ mod tests {
 
     #[test]
     fn new_stores_get_their_models_prefixes() {
-        let minilm = new_store_settings("minilm").unwrap();
+        let minilm = new_store_settings("minilm", None).unwrap();
         assert_eq!((minilm.query_prefix.as_str(), minilm.document_prefix.as_str()), ("", ""));
-        let hash = new_store_settings("hash").unwrap();
+        let hash = new_store_settings("hash", None).unwrap();
         assert_eq!((hash.query_prefix.as_str(), hash.document_prefix.as_str()), ("query: ", "passage: "));
         assert_eq!(
-            new_store_settings("e5").unwrap_err().to_string(),
+            new_store_settings("e5", None).unwrap_err().to_string(),
             "unknown embedder \"e5\"; valid choices: hash, minilm, openai"
         );
         assert_eq!(
-            new_store_settings("openai").unwrap_err().to_string(),
+            new_store_settings("openai", None).unwrap_err().to_string(),
             "the openai embedder needs an embedding API URL and model"
         );
         let endpoint = EmbeddingEndpoint { api_url: "http://127.0.0.1:8081".into(), model: "e5-small".into() };
-        let openai = new_endpoint_settings(endpoint.clone());
+        let openai = new_store_settings("openai", Some(endpoint.clone())).unwrap();
         assert_eq!(
             (openai.embedder.as_str(), openai.dimension, openai.query_prefix.as_str(), openai.endpoint),
             ("openai", 0, "query: ", Some(endpoint))
@@ -1188,21 +1191,26 @@ mod tests {
         let err = choose_settings(dir.path(), Some("openai"), None, None, None, false).unwrap_err();
         assert_eq!(err.to_string(), "the openai embedder needs an embedding API URL and model");
         assert!(read_settings(dir.path()).unwrap().is_none(), "nothing is written");
+        // A settings file edited to lose its endpoint is refused when the store is opened.
+        let edited = StoreSettings { embedder: "openai".into(), dimension: 0, ..StoreSettings::default() };
+        let err = embedder_for(&edited).err().expect("no endpoint, no embedder");
+        assert_eq!(err.to_string(), "the openai embedder needs an embedding API URL and model");
     }
 
     #[test]
     fn messages_leave_out_the_credentials_of_an_endpoint() {
         assert_eq!(without_userinfo("https://user:secret@example.com/v1"), "https://example.com/v1");
         assert_eq!(without_userinfo("http://127.0.0.1:8081"), "http://127.0.0.1:8081");
+        assert_eq!(without_userinfo("http://token@127.0.0.1:8081"), "http://127.0.0.1:8081/");
         assert_eq!(without_userinfo("http://host/path@x"), "http://host/path@x");
-        assert_eq!(without_userinfo("token@host:1"), "host:1");
+        assert_eq!(without_userinfo("secret@host:1/v1 x"), "an unparseable URL");
     }
 
     #[test]
     fn hybrid_settings_are_checked_and_need_hybrid() {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
-        let hash = embedder_for(&new_store_settings("hash").unwrap()).unwrap();
+        let hash = embedder_for(&new_store_settings("hash", None).unwrap()).unwrap();
         let resolve = |choice: RetrievalChoice| choice.resolve(&store, hash.as_ref(), cli_key);
         let (mode, hybrid) = resolve(RetrievalChoice::default()).unwrap();
         // The embedder's own dense weight, the other settings the defaults.

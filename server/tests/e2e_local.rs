@@ -326,6 +326,11 @@ fn a_store_embeds_through_an_openai_compatible_endpoint() {
             remote.display()
         )
     );
+    assert_eq!(
+        std::fs::read_to_string(remote.join("repo-retriever.json")).unwrap(),
+        settings,
+        "a refusal changes nothing"
+    );
     let (code, stderr) = failure(&[
         "index",
         corpus().to_str().unwrap(),
