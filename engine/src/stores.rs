@@ -38,6 +38,7 @@
 //! # hybrid_weight_lexical = 1.0              # how many candidates each ranking gives
 //! # hybrid_rrf_k = 60
 //! # hybrid_depth = 50
+//! # hybrid_rerank = 20                       # embedded: the fused head read again (0: off)
 //! [stores.widgets.embedder]                  # every store has its own
 //! kind = "openai"
 //! api_url = "http://localhost:8081"
@@ -135,6 +136,8 @@ pub struct StoreSection {
     pub hybrid_rrf_k: Option<f64>,
     #[serde(default)]
     pub hybrid_depth: Option<usize>,
+    #[serde(default)]
+    pub hybrid_rerank: Option<usize>,
     /// Everything else goes to the store's factory, which refuses unknown keys.
     #[serde(flatten)]
     pub settings: Map<String, Value>,
@@ -279,6 +282,7 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
             weight_lexical: section.hybrid_weight_lexical,
             rrf_k: section.hybrid_rrf_k,
             depth: section.hybrid_depth,
+            rerank: section.hybrid_rerank,
         };
         let (mode, hybrid) = choice
             .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.hybrid_{key}"))

@@ -137,7 +137,7 @@ enum Open {
 /// line is a comment when it starts (after indentation) with `//`, `/*` or
 /// `# `, lies inside a `/* */` block, or is part of a Python docstring (a
 /// string that starts its line). A trailing comment stays with its code.
-fn split_comments(document: &str) -> (String, String) {
+pub(crate) fn split_comments(document: &str) -> (String, String) {
     let mut code = String::with_capacity(document.len());
     let mut comments = String::new();
     let mut open: Option<Open> = None;
@@ -194,7 +194,7 @@ fn docstring_start(line: &str, quote: &str) -> bool {
         .is_some_and(|p| p.len() <= 2 && p.bytes().all(|b| matches!(b.to_ascii_lowercase(), b'r' | b'b' | b'u' | b'f')))
 }
 
-fn stemmer() -> Stemmer {
+pub(crate) fn stemmer() -> Stemmer {
     Stemmer::create(Algorithm::English)
 }
 
@@ -395,7 +395,7 @@ fn names(document: &str, metadata: &Metadata) -> String {
 
 /// The name a line defines (`pub fn parse_long_arg(`, `func (c *Client) Do(`,
 /// `export const ZodString =`), if it starts with a definition keyword.
-fn defined_name(line: &str) -> Option<&str> {
+pub(crate) fn defined_name(line: &str) -> Option<&str> {
     let top_level = !line.starts_with([' ', '\t']);
     let mut rest = line.trim_start();
     loop {
@@ -459,7 +459,7 @@ const STOPWORDS: &[&str] = &[
 ];
 
 /// Whether `word` (lower-cased) is one of [`STOPWORDS`].
-fn is_stopword(word: &str) -> bool {
+pub(crate) fn is_stopword(word: &str) -> bool {
     STOPWORDS.binary_search(&word).is_ok()
 }
 
@@ -511,7 +511,7 @@ pub(crate) fn match_expression<'a>(terms: impl IntoIterator<Item = &'a Term>) ->
 }
 
 /// Splits at lower→upper, letter↔digit and `ABCd` → `AB`, `Cd` boundaries.
-fn camel_parts(piece: &str) -> Vec<&str> {
+pub(crate) fn camel_parts(piece: &str) -> Vec<&str> {
     let chars: Vec<(usize, char)> = piece.char_indices().collect();
     let mut parts = Vec::new();
     let mut start = 0;
