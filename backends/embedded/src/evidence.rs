@@ -27,7 +27,7 @@
 //! within the head the evidence decides, and the fused rank breaks what it
 //! leaves even.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use rr_core::Metadata;
 use rust_stemmers::Stemmer;
@@ -97,59 +97,103 @@ pub(crate) struct Evidence {
     pub first: bool,
 }
 
-impl Evidence {
-    /// The evidence of one chunk for `terms`.
-    pub fn of(terms: &[Weighted], document: &str, metadata: &Metadata) -> Evidence {
-        let stemmer = fts::stemmer();
+/// Reads chunks for the query's terms. Each distinct word part is stemmed
+/// once per query, however many of the chunks use it: stemming every word
+/// of twenty chunks again would cost more than the fused search itself.
+pub(crate) struct Matcher<'a> {
+    terms: &'a [Weighted],
+    /// Each term's position in `terms`.
+    index: HashMap<&'a str, usize>,
+    /// A lower-cased word part and the term its stem is, if any.
+    parts: HashMap<String, Option<usize>>,
+    stemmer: Stemmer,
+    buffer: String,
+}
+
+impl<'a> Matcher<'a> {
+    pub fn new(terms: &'a [Weighted]) -> Self {
+        let index = terms.iter().enumerate().map(|(i, t)| (t.term.as_str(), i)).collect();
+        Matcher { terms, index, parts: HashMap::new(), stemmer: fts::stemmer(), buffer: String::new() }
+    }
+
+    /// The evidence of one chunk.
+    pub fn of(&mut self, document: &str, metadata: &Metadata) -> Evidence {
         let body = without_header(document);
         let (code, comments) = if metadata.chunking_strategy == CODE_STRATEGY {
             fts::split_comments(body)
         } else {
             (body.to_owned(), String::new())
         };
-        let mut tokens: HashSet<String> = HashSet::new();
+        let mut anywhere = vec![false; self.terms.len()];
         let mut counts = [0usize; 2];
         for (i, text) in [&code, &comments].into_iter().enumerate() {
             for word in words(text) {
                 counts[i] += 1;
-                tokens.extend(word_terms(&stemmer, word));
+                self.mark(word, &mut anywhere);
             }
         }
-        let mut names: HashSet<String> = HashSet::new();
+        let mut named = vec![false; self.terms.len()];
         let symbols = metadata.symbol.split(", ").map(|s| s.rsplit(':').next().unwrap_or(s));
         let defined = body.lines().filter_map(fts::defined_name);
         for name in metadata.path.split(['/', '.']).chain(symbols).chain(defined) {
             for word in words(name) {
-                names.extend(word_terms(&stemmer, word));
+                self.mark(word, &mut named);
             }
         }
-        tokens.extend(names.iter().cloned());
-        let total: f64 = terms.iter().map(|t| t.idf).sum();
-        let share = |set: &HashSet<String>| {
-            if total > 0.0 {
-                terms.iter().filter(|t| set.contains(&t.term)).map(|t| t.idf).sum::<f64>() / total
-            } else {
-                0.0
-            }
-        };
-        // A name is a few words: one that holds a common term of the query
-        // says as much about the chunk as one that holds its rarest.
-        let count = |set: &HashSet<String>| {
-            if terms.is_empty() {
-                0.0
-            } else {
-                terms.iter().filter(|t| set.contains(&t.term)).count() as f64 / terms.len() as f64
-            }
-        };
+        for (a, n) in anywhere.iter_mut().zip(&named) {
+            *a |= n;
+        }
+        let total: f64 = self.terms.iter().map(|t| t.idf).sum();
+        let weighted = self.terms.iter().zip(&anywhere).filter(|(_, f)| **f).map(|(t, _)| t.idf).sum::<f64>();
         let words = counts[0] + counts[1];
         Evidence {
-            names: count(&names),
-            coverage: share(&tokens),
+            // A name is a few words: one that holds a common term of the
+            // query says as much about the chunk as one that holds its rarest.
+            names: if named.is_empty() {
+                0.0
+            } else {
+                named.iter().filter(|f| **f).count() as f64 / named.len() as f64
+            },
+            coverage: if total > 0.0 { weighted / total } else { 0.0 },
             comments: if words > 0 { counts[1] as f64 / words as f64 } else { 0.0 },
             first: metadata.start_line == 1,
         }
     }
 
+    /// Marks the terms `word` holds ([`word_terms`]) in `found`.
+    fn mark(&mut self, word: &str, found: &mut [bool]) {
+        let mut parts = 0;
+        for piece in word.split(['_', '$']).filter(|p| !p.is_empty()) {
+            for part in AsciiCamelParts::new(piece) {
+                parts += 1;
+                self.buffer.clear();
+                self.buffer.push_str(part);
+                self.buffer.make_ascii_lowercase();
+                let hit = match self.parts.get(self.buffer.as_str()) {
+                    Some(&hit) => hit,
+                    None => {
+                        let hit = self.index.get(self.stemmer.stem(&self.buffer).as_ref()).copied();
+                        self.parts.insert(self.buffer.clone(), hit);
+                        hit
+                    }
+                };
+                if let Some(i) = hit {
+                    found[i] = true;
+                }
+            }
+        }
+        if parts > 1 {
+            self.buffer.clear();
+            self.buffer.push_str(word);
+            self.buffer.make_ascii_lowercase();
+            if let Some(&i) = self.index.get(self.buffer.as_str()) {
+                found[i] = true;
+            }
+        }
+    }
+}
+
+impl Evidence {
     /// The score of the chunk at 1-based `rank` of the fused list.
     pub fn score(&self, rank: usize) -> f64 {
         -(rank as f64).ln() + W_NAMES * self.names + W_COVERAGE * self.coverage
@@ -211,6 +255,46 @@ fn word_terms(stemmer: &Stemmer, word: &str) -> Vec<String> {
     out
 }
 
+/// [`fts::camel_parts`] of an ASCII word, without allocating: [`words`]
+/// yields ASCII only, and the chunks' words are the bulk of a second look.
+struct AsciiCamelParts<'a> {
+    piece: &'a str,
+    start: usize,
+}
+
+impl<'a> AsciiCamelParts<'a> {
+    fn new(piece: &'a str) -> Self {
+        debug_assert!(piece.is_ascii());
+        AsciiCamelParts { piece, start: 0 }
+    }
+}
+
+impl<'a> Iterator for AsciiCamelParts<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let b = self.piece.as_bytes();
+        if self.start >= b.len() {
+            return None;
+        }
+        let mut i = self.start + 1;
+        while i < b.len() {
+            let (prev, cur) = (b[i - 1], b[i]);
+            let next_lower = b.get(i + 1).is_some_and(u8::is_ascii_lowercase);
+            if (prev.is_ascii_lowercase() && cur.is_ascii_uppercase())
+                || prev.is_ascii_alphabetic() != cur.is_ascii_alphabetic()
+                || (prev.is_ascii_uppercase() && cur.is_ascii_uppercase() && next_lower)
+            {
+                break;
+            }
+            i += 1;
+        }
+        let part = &self.piece[self.start..i];
+        self.start = i;
+        Some(part)
+    }
+}
+
 /// The document without the header the indexer puts before a chunk's text
 /// (`Source: …`, `Type: …`, up to the first empty line).
 fn without_header(document: &str) -> &str {
@@ -265,7 +349,7 @@ mod tests {
     fn evidence_counts_names_code_and_comments() {
         let terms = vec![Weighted { term: "parser".into(), idf: 3.0 }, Weighted { term: "arg".into(), idf: 1.0 }];
         let document = "Source: o/r@main:src/parser.rs\nType: code\n\n// checks each arg\nfn check(x: u8) {\n    x\n}";
-        let e = Evidence::of(&terms, document, &meta("src/parser.rs", "", "code", 10));
+        let e = Matcher::new(&terms).of(document, &meta("src/parser.rs", "", "code", 10));
         // "parser" is in the path, one term of two; "arg" only in the comment.
         assert_eq!(e.names, 0.5);
         assert_eq!(e.coverage, 1.0);
@@ -273,8 +357,42 @@ mod tests {
         assert_eq!(e.comments, 3.0 / 8.0);
         assert!(!e.first);
         // The header's path is not the chunk's text.
-        let other = Evidence::of(&terms, document, &meta("src/lib.rs", "check", "markdown", 1));
+        let other = Matcher::new(&terms).of(document, &meta("src/lib.rs", "check", "markdown", 1));
         assert_eq!((other.names, other.coverage, other.comments, other.first), (0.0, 0.25, 0.0, true));
+    }
+
+    #[test]
+    fn ascii_camel_parts_are_those_of_fts() {
+        for word in ["parseHTTPConfig", "loadConfig2", "ABCd", "x", "URL", "v2beta1", "already", "HTTPServer9X"] {
+            assert_eq!(AsciiCamelParts::new(word).collect::<Vec<_>>(), fts::camel_parts(word), "{word}");
+        }
+    }
+
+    #[test]
+    fn a_matcher_read_again_answers_as_a_new_one() {
+        let terms: Vec<Weighted> = query_terms("parse the config loadConfig")
+            .into_iter()
+            .enumerate()
+            .map(|(i, term)| Weighted { term, idf: 1.0 + i as f64 })
+            .collect();
+        let chunks = [
+            (
+                "Source: o/r@main:a.rs\nType: code\n\nfn load_config() {\n    // parses it\n}",
+                meta("a.rs", "", "code", 3),
+            ),
+            ("fn run() { parsing(); loadConfig(); }", meta("src/config.rs", "run", "code", 1)),
+            ("Nothing here, and nothing parsed.", meta("README.md", "", "markdown", 7)),
+        ];
+        let mut shared = Matcher::new(&terms);
+        for _ in 0..2 {
+            for (document, metadata) in &chunks {
+                assert_eq!(shared.of(document, metadata), Matcher::new(&terms).of(document, metadata));
+            }
+        }
+        // "loadConfig" as a whole and by its parts, "parsing" by its stem.
+        let e = Matcher::new(&terms).of(chunks[1].0, &chunks[1].1);
+        assert_eq!((e.coverage, e.first), (1.0, true));
+        assert_eq!(e.names, 0.25);
     }
 
     #[test]

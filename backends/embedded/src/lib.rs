@@ -596,11 +596,12 @@ impl EmbeddedStore {
                     .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?;
                 let tail = &mut fused[promoted..];
                 let end = tail.len().min(options.rerank);
+                let mut matcher = evidence::Matcher::new(&terms);
                 let evidence: Vec<evidence::Evidence> = tail[..end]
                     .iter()
                     .map(|(pk, _)| {
                         read.get(pk).map_or_else(evidence::Evidence::default, |c| {
-                            evidence::Evidence::of(&terms, &c.chunk.document, &c.chunk.metadata)
+                            matcher.of(&c.chunk.document, &c.chunk.metadata)
                         })
                     })
                     .collect();
