@@ -546,7 +546,7 @@ stores:
     fn each_store_has_its_retrieval_mode() {
         let body = TWO.replacen(
             "sources = [\"acme/*\"]",
-            "sources = [\"acme/*\"]\nretrieval = \"hybrid\"\nhybrid_weight_lexical = 2",
+            "sources = [\"acme/*\"]\nretrieval = \"hybrid\"\nhybrid_weight_lexical = 2\nhybrid_rerank = 5",
             1,
         );
         let (_dir, path) = write("s.toml", &body);
@@ -556,12 +556,16 @@ stores:
         // Chroma cannot rank lexically: hybrid is kept as asked, and runs dense.
         assert_eq!(fed.stores()[0].retriever.mode(), rr_core::RetrievalMode::Hybrid);
         assert_eq!(fed.stores()[0].retriever.hybrid().weight_lexical, 2.0);
+        assert_eq!(fed.stores()[0].retriever.hybrid().rerank, 5);
+        assert_eq!(fed.stores()[1].retriever.hybrid().rerank, rr_core::retrieval::DEFAULT_HYBRID_RERANK);
         assert_eq!(fed.stores()[1].retriever.mode(), rr_core::RetrievalMode::Dense);
         let bad = TWO.replacen("timeout_secs = 2.5", "timeout_secs = 2.5\nretrieval = \"bm25\"", 1);
         let msg = build_err("s.toml", &bad);
         assert!(msg.contains("unknown variant: found `bm25`, expected `one of `dense`, `lexical`, `hybrid``"), "{msg}");
         let stray = TWO.replacen("timeout_secs = 2.5", "timeout_secs = 2.5\nhybrid_rrf_k = 5", 1);
         assert_eq!(build_err("s.toml", &stray), "stores.b.hybrid_rrf_k: applies to hybrid retrieval only, not dense");
+        let stray = TWO.replacen("timeout_secs = 2.5", "timeout_secs = 2.5\nhybrid_rerank = 0", 1);
+        assert_eq!(build_err("s.toml", &stray), "stores.b.hybrid_rerank: applies to hybrid retrieval only, not dense");
         let zero = TWO.replacen(
             "timeout_secs = 2.5",
             "timeout_secs = 2.5\nretrieval = \"hybrid\"\nhybrid_weight_dense = 0\nhybrid_weight_lexical = 0",
