@@ -40,9 +40,6 @@ const W_COVERAGE: f64 = 1.7;
 const W_COMMENTS: f64 = 0.8;
 const W_FIRST: f64 = 1.0;
 
-/// The `chunking_strategy` whose comments count as comments.
-const CODE_STRATEGY: &str = "code";
-
 /// One term of the query with its weight.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Weighted {
@@ -119,7 +116,7 @@ impl<'a> Matcher<'a> {
     /// The evidence of one chunk.
     pub fn of(&mut self, document: &str, metadata: &Metadata) -> Evidence {
         let body = without_header(document);
-        let (code, comments) = if metadata.chunking_strategy == CODE_STRATEGY {
+        let (code, comments) = if metadata.chunking_strategy == fts::CODE_STRATEGY {
             fts::split_comments(body)
         } else {
             (body.to_owned(), String::new())

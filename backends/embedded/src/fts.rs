@@ -71,7 +71,7 @@ pub(crate) const COLUMNS: &[Column] = &[
 ];
 
 /// The `chunking_strategy` of records whose comments go to their own column.
-const CODE_STRATEGY: &str = "code";
+pub(crate) const CODE_STRATEGY: &str = "code";
 
 /// The camelCase parts of the document's identifiers, lower-cased, for every
 /// identifier piece that has more than one part.

@@ -609,9 +609,8 @@ impl EmbeddedStore {
                 tail[..end].copy_from_slice(&reordered);
             }
         }
+        // Every row of the head is read, and the head holds the first k.
         fused.truncate(k);
-        let unread: Vec<(i64, f64)> = fused.iter().filter(|(pk, _)| !read.contains_key(pk)).copied().collect();
-        read.extend(view.fetch_rows(&reader, &unread)?);
         Ok(fused
             .into_iter()
             .filter_map(|(pk, distance)| {
