@@ -10,9 +10,11 @@
 //! This crate deliberately knows nothing about HTTP, Chroma or any model: the
 //! backends depend on it, never the other way round.
 
+pub mod code_rank;
 pub mod error;
 pub mod federated;
 pub mod filter;
+pub mod paths;
 pub mod pipeline;
 pub mod record;
 pub mod registry;
@@ -23,9 +25,11 @@ pub mod retrieval;
 pub mod select;
 pub mod traits;
 
+pub use code_rank::CodeRank;
 pub use error::{BackendError, SearchError};
 pub use federated::{FederatedStore, SkippedStore, SourcePattern};
 pub use filter::{PathGlob, SearchFilter};
+pub use paths::PathClass;
 pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome};
 pub use record::{Candidate, Chunk, Metadata};
 pub use registry::{FactoryContext, FactoryError, PluginKind, Registry, RegistryError};

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use futures::future::join_all;
 
+use crate::code_rank::{self, CodeRank};
 use crate::error::SearchError;
 use crate::federated::{FederatedStore, SkippedStore, fuse, humanize};
 use crate::record::Candidate;
@@ -88,6 +89,9 @@ pub struct SearchEngine {
     /// unless [`with_per_file`](Self::with_per_file) says otherwise: the
     /// drop-in must keep it.
     per_file: usize,
+    /// Orders the candidates again as code ([`crate::code_rank`]), after any
+    /// reranker; off unless [`with_code_rank`](Self::with_code_rank).
+    code_rank: Option<CodeRank>,
     federated: bool,
 }
 
@@ -98,6 +102,7 @@ impl std::fmt::Debug for SearchEngine {
             .field("reranker", &self.reranker.as_ref().map(|r| r.name().to_owned()))
             .field("rerank", &self.rerank)
             .field("per_file", &self.per_file)
+            .field("code_rank", &self.code_rank)
             .field("federated", &self.federated)
             .finish()
     }
@@ -126,6 +131,7 @@ impl SearchEngine {
             reranker,
             rerank: options.rerank,
             per_file: PER_FILE_FIRST_PASS,
+            code_rank: None,
             federated: false,
         }
     }
@@ -133,7 +139,14 @@ impl SearchEngine {
     /// Several stores searched as one, `reranker` reordering the fused list
     /// (see [`crate::federated`]). With no store every search finds nothing.
     pub fn federated(stores: Vec<FederatedStore>, reranker: Option<Arc<dyn Reranker>>, rerank: RerankOptions) -> Self {
-        SearchEngine { stores: stores.into(), reranker, rerank, per_file: PER_FILE_FIRST_PASS, federated: true }
+        SearchEngine {
+            stores: stores.into(),
+            reranker,
+            rerank,
+            per_file: PER_FILE_FIRST_PASS,
+            code_rank: None,
+            federated: true,
+        }
     }
 
     /// The same engine giving a file `per_file` results before other files
@@ -141,6 +154,18 @@ impl SearchEngine {
     pub fn with_per_file(mut self, per_file: usize) -> Self {
         self.per_file = per_file;
         self
+    }
+
+    /// The same engine ordering its candidates again as code (`None`: as the
+    /// stores and the reranker ranked them), see [`crate::code_rank`].
+    pub fn with_code_rank(mut self, code_rank: Option<CodeRank>) -> Self {
+        self.code_rank = code_rank;
+        self
+    }
+
+    /// The code ranking, if on.
+    pub fn code_rank(&self) -> Option<&CodeRank> {
+        self.code_rank.as_ref()
     }
 
     /// Results one file gets before other files have had their turn (0: no spread).
@@ -166,7 +191,11 @@ impl SearchEngine {
     /// Candidates asked of each store, and kept after fusion, for `limit`
     /// results.
     pub fn candidate_count(&self, limit: usize) -> usize {
-        if self.reranker.is_some() {
+        if self.code_rank.is_some() {
+            let own = (limit * code_rank::CANDIDATES_PER_RESULT).min(code_rank::MAX_CANDIDATES);
+            let reranked = (limit * self.rerank.candidate_multiplier).min(self.rerank.max_candidates);
+            if self.reranker.is_some() { own.max(reranked) } else { own }
+        } else if self.reranker.is_some() {
             (limit * self.rerank.candidate_multiplier).min(self.rerank.max_candidates)
         } else {
             (limit * CANDIDATES_PER_RESULT).min(MAX_CANDIDATES_WITHOUT_RERANK)
@@ -277,6 +306,9 @@ impl SearchEngine {
         if let Some(reranker) = &self.reranker {
             candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
         }
+        if let Some(code_rank) = &self.code_rank {
+            candidates = code_rank.rank(&request.query, candidates);
+        }
         Ok(SearchOutcome { results: select_spread(candidates, request.limit, self.per_file), skipped })
     }
 
@@ -302,6 +334,15 @@ impl SearchEngine {
             .await?;
         if let Some(reranker) = &store.reranker {
             candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
+        }
+        // The code ranking also reads the files the query names, after the
+        // store's own list (see `LexicalStore::named_files`).
+        if self.code_rank.is_some()
+            && let Some(lexical) = store.store.lexical()
+        {
+            let named = lexical.named_files(&request.query, &request.filter, ctx).await?;
+            let seen: std::collections::HashSet<String> = candidates.iter().map(|c| c.chunk.id.clone()).collect();
+            candidates.extend(named.into_iter().filter(|c| !seen.contains(&c.chunk.id)));
         }
         Ok(candidates)
     }

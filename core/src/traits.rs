@@ -203,4 +203,20 @@ pub trait LexicalStore: Send + Sync {
     ) -> Option<Result<Vec<Candidate>, BackendError>> {
         None
     }
+
+    /// The chunks of the files the query names by their file names
+    /// ([`crate::code_rank::names_file`]), at most
+    /// [`NAMED_FILES`](crate::code_rank::NAMED_FILES) files, the most
+    /// strongly named first, each file's chunks in file order: candidates
+    /// the code ranking reads beside the store's ranking, since a text
+    /// ranking misses `JsonObject.java` when every chunk says "json". A
+    /// store that cannot list its files answers none.
+    async fn named_files(
+        &self,
+        _query: &str,
+        _filter: &SearchFilter,
+        _ctx: &CallContext,
+    ) -> Result<Vec<Candidate>, BackendError> {
+        Ok(Vec::new())
+    }
 }

@@ -803,7 +803,9 @@ pub fn engine_over(
         hybrid,
         ..PipelineOptions::default()
     };
-    Ok(SearchEngine::new(open.embedder.clone(), open.store.clone(), reranker, options).with_per_file(EMBEDDED_PER_FILE))
+    Ok(SearchEngine::new(open.embedder.clone(), open.store.clone(), reranker, options)
+        .with_per_file(EMBEDDED_PER_FILE)
+        .with_code_rank(Some(rr_core::CodeRank::default())))
 }
 
 /// How many results one file gets, by default, before other files have had

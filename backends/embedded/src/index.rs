@@ -543,6 +543,37 @@ impl VectorIndex {
         slots
     }
 
+    /// The rows of the files `score` names (a score above 0 from the file's
+    /// path), at most `files` files, the highest score first (ties: the
+    /// file stored first), each file's first `per_file` rows in the order
+    /// they were written (the file's order). Groups are files: the path is
+    /// the source line after its namespace's `Source: org/repo@branch:`.
+    pub fn named_rows(&self, mask: &Mask, files: usize, per_file: usize, score: impl Fn(&str) -> f64) -> Vec<i64> {
+        let mut named: Vec<(f64, u32)> = Vec::new();
+        for (group, line) in self.lines.iter().enumerate() {
+            let group = group as u32;
+            if self.members[group as usize] == 0 || !mask.passes(group) {
+                continue;
+            }
+            let ns = &self.namespaces[self.group_namespace[group as usize] as usize];
+            let prefix = format!("Source: {}/{}@{}:", ns.organization, ns.repository, ns.branch);
+            let Some(path) = line.strip_prefix(prefix.as_str()) else { continue };
+            let s = score(path);
+            if s > 0.0 {
+                named.push((s, group));
+            }
+        }
+        named.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        named.truncate(files);
+        let mut rows = Vec::new();
+        for (_, group) in named {
+            rows.extend(
+                self.pks.iter().zip(&self.groups).filter(|&(_, &g)| g == group).map(|(&pk, _)| pk).take(per_file),
+            );
+        }
+        rows
+    }
+
     /// The pks of the rows passing `mask`.
     pub fn passing<'a>(&'a self, mask: &'a Mask) -> impl Iterator<Item = i64> + 'a {
         self.pks.iter().zip(&self.groups).filter(move |&(_, &group)| mask.passes(group)).map(|(&pk, _)| pk)

@@ -622,6 +622,38 @@ impl EmbeddedStore {
             .collect())
     }
 
+    /// The chunks of the files `query` names by their file names (see
+    /// [`rr_core::code_rank::names_file`]) that pass `filter`, in file
+    /// order, the most strongly named file first.
+    pub fn named_files(&self, query: &str, filter: &SearchFilter) -> Result<Vec<Candidate>, EmbeddedError> {
+        let shape = rr_core::code_rank::QueryShape::of(query);
+        let view = self.view()?;
+        let mask = view.index.mask(filter);
+        let rows = view.index.named_rows(
+            &mask,
+            rr_core::code_rank::NAMED_FILES,
+            rr_core::code_rank::CHUNKS_PER_NAMED_FILE,
+            |path| rr_core::code_rank::names_file(&shape, path),
+        );
+        let hits: Vec<(i64, f64)> = rows.into_iter().map(|pk| (pk, 0.0)).collect();
+        // Rows come file by file; within a file, in line order.
+        let mut files: Vec<String> = Vec::new();
+        let mut found: Vec<(usize, i64, Candidate)> = Vec::new();
+        for (_, mut c) in view.fetch_rows(&self.reader(), &hits)? {
+            let file = match files.iter().position(|p| *p == c.chunk.metadata.path) {
+                Some(i) => i,
+                None => {
+                    files.push(c.chunk.metadata.path.clone());
+                    files.len() - 1
+                }
+            };
+            c.distance = None;
+            found.push((file, c.chunk.metadata.start_line, c));
+        }
+        found.sort_by_key(|(file, line, _)| (*file, *line));
+        Ok(found.into_iter().map(|(_, _, c)| c).collect())
+    }
+
     /// An `f32` copy of every vector, for [`EmbeddedStore::search_exact`]:
     /// the exact scan that [`EmbeddedStore::search`] is measured against
     /// (benches and tests). Valid until the store next changes.
@@ -1332,6 +1364,16 @@ impl LexicalStore for EmbeddedStore {
             })
             .await,
         )
+    }
+
+    async fn named_files(
+        &self,
+        query: &str,
+        filter: &SearchFilter,
+        _ctx: &CallContext,
+    ) -> Result<Vec<Candidate>, BackendError> {
+        let (query, filter) = (query.to_owned(), filter.clone());
+        self.blocking(QUERY_OPERATION, move |s| s.named_files(&query, &filter)).await
     }
 }
 
