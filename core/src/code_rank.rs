@@ -53,8 +53,8 @@ pub struct CodeRank {
 impl Default for CodeRank {
     fn default() -> Self {
         CodeRank {
-            rank_k: 10.0,
-            definition: 3.0,
+            rank_k: 40.0,
+            definition: 1.5,
             file_name: 1.0,
             coherence: 0.2,
             other_class: 0.3,
@@ -96,7 +96,7 @@ impl QueryShape {
         let identifiers = if symbol.is_some() {
             Vec::new()
         } else {
-            words(trimmed).filter(|w| looks_like_identifier(w)).map(str::to_owned).collect()
+            words(trimmed).filter(|w| looks_like_identifier(w) || is_type_name(w)).map(str::to_owned).collect()
         };
         let mut keywords: Vec<String> = Vec::new();
         for word in words(trimmed) {
@@ -143,6 +143,24 @@ fn looks_like_identifier(word: &str) -> bool {
     let has_lower = word.chars().any(|c| c.is_lowercase());
     (inner_upper && has_lower) || (word.contains('_') && word.trim_matches('_').contains('_'))
 }
+
+/// A capitalised word that is not an acronym and not a question's first
+/// word (`Functor`, `Job`, `Router`): in a question about code, most often
+/// a type's name.
+fn is_type_name(word: &str) -> bool {
+    let mut chars = word.chars();
+    chars.next().is_some_and(char::is_uppercase)
+        && word.len() >= 3
+        && chars.any(char::is_lowercase)
+        && !STOPWORDS.contains(&word.to_ascii_lowercase().as_str())
+        && !QUESTION_WORDS.contains(&word.to_ascii_lowercase().as_str())
+}
+
+/// Words that open a question rather than name a type.
+const QUESTION_WORDS: &[&str] = &[
+    "how", "what", "where", "when", "which", "why", "who", "does", "is", "are", "can", "should", "find", "show",
+    "list", "get",
+];
 
 /// The identifier of a query that is one (possibly qualified: `a.b`, `a::b`,
 /// `a->b`, `A\B`): one that is written as code (a capital, an underscore,
@@ -232,7 +250,7 @@ fn defines_at(line: &str, at: usize, rest: &str) -> bool {
         return false;
     }
     // Qualifiers before the name: `Phoenix.Router`, `Status::Status`.
-    let mut prefix = line[..at].trim_end();
+    let mut prefix = line[..at].strip_suffix('$').unwrap_or(&line[..at]).trim_end();
     loop {
         let stripped = prefix.strip_suffix("::").or_else(|| prefix.strip_suffix('.'));
         let Some(stripped) = stripped else { break };
@@ -352,6 +370,9 @@ pub fn names_file(shape: &QueryShape, path: &str) -> f64 {
         let wanted = symbol.to_lowercase().replace('_', "");
         let named = named_after(path, symbol) || (stem.len() >= 4 && wanted.starts_with(&stem));
         return if named { 1.0 } else { 0.0 };
+    }
+    if shape.identifiers.iter().any(|name| named_after(path, name)) {
+        return 0.75;
     }
     if shape.keywords.len() < 2 {
         return 0.0;
@@ -487,6 +508,7 @@ mod tests {
         let question = QueryShape::of("how does safeParse report errors in tests");
         assert_eq!(question.symbol, None);
         assert_eq!(question.identifiers, ["safeParse"]);
+        assert_eq!(QueryShape::of("How the Functor type class maps").identifiers, ["Functor"]);
         assert_eq!(question.keywords, ["safeparse", "report", "errors", "tests"]);
         assert_eq!(question.asks_for, [PathClass::Test]);
     }
@@ -501,6 +523,7 @@ mod tests {
         assert!(defines("export const initTRPC = new TRPCBuilder();", "initTRPC"));
         assert!(defines("int uv_run(uv_loop_t* loop, uv_run_mode mode) {", "uv_run"));
         assert!(defines("public final class JsonArray extends JsonElement {", "JsonArray"));
+        assert!(defines("export interface $ZodError<T = unknown> {", "ZodError"));
         assert!(!defines("let handle = spawn_blocking(move || work());", "spawn_blocking"));
         assert!(!defines("int uv_run(uv_loop_t* loop, uv_run_mode mode);", "uv_run"));
         assert!(!defines("    return Status(code, msg);", "Status"));
