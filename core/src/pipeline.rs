@@ -335,17 +335,30 @@ impl SearchEngine {
         if let Some(reranker) = &store.reranker {
             candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
         }
-        // The code ranking also reads the files the query names, after the
-        // store's own list (see `LexicalStore::named_files`).
-        if self.code_rank.is_some()
-            && let Some(lexical) = store.store.lexical()
-        {
-            let named = lexical.named_files(&request.query, &request.filter, ctx).await?;
-            let seen: std::collections::HashSet<String> = candidates.iter().map(|c| c.chunk.id.clone()).collect();
-            candidates.extend(named.into_iter().filter(|c| !seen.contains(&c.chunk.id)));
+        if self.code_rank.is_some() {
+            candidates =
+                with_named_files(store.store.as_ref(), &request.query, &request.filter, candidates, ctx).await?;
         }
         Ok(candidates)
     }
+}
+
+/// `candidates` followed by the chunks of the files the query names that
+/// they do not hold, when `store` can rank lexically
+/// ([`LexicalStore::named_files`](crate::traits::LexicalStore::named_files)):
+/// what the code ranking reads besides the store's own list.
+pub async fn with_named_files(
+    store: &dyn VectorStore,
+    query: &str,
+    filter: &crate::filter::SearchFilter,
+    mut candidates: Vec<Candidate>,
+    ctx: &CallContext,
+) -> Result<Vec<Candidate>, SearchError> {
+    let Some(lexical) = store.lexical() else { return Ok(candidates) };
+    let named = lexical.named_files(query, filter, ctx).await?;
+    let seen: std::collections::HashSet<String> = candidates.iter().map(|c| c.chunk.id.clone()).collect();
+    candidates.extend(named.into_iter().filter(|c| !seen.contains(&c.chunk.id)));
+    Ok(candidates)
 }
 
 /// Reorders `candidates` by the reranker's scores, stably, highest first,

@@ -14,6 +14,9 @@
 //! per_file = 0                               # optional: results a file gets before other files
 //!                                            # have had their turn; 0 keeps the merged order
 //!                                            # (default 2, as the reference selects)
+//! code_rank = true                           # optional: order the merged list again as code
+//!                                            # (definitions, file names, source first; default
+//!                                            # false, the stores' order)
 //!
 //! [[reranker]]                               # optional: reranks the fused list; one table,
 //! kind = "bm25-fusion"                       # or an array of them applied in order (a chain)
@@ -165,6 +168,10 @@ pub struct StoresFile {
     /// merged list (0: the merged order); default the reference's 2.
     #[serde(default)]
     pub per_file: Option<usize>,
+    /// Order the merged list again as code ([`rr_core::code_rank`]); off by
+    /// default, as the reference orders it.
+    #[serde(default)]
+    pub code_rank: bool,
     #[serde(default)]
     pub stores: BTreeMap<String, StoreSection>,
 }
@@ -314,7 +321,8 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
     if let Some(m) = file.rerank_max_candidates {
         rerank.max_candidates = m.max(1);
     }
-    let engine = SearchEngine::federated(stores, reranker, rerank);
+    let engine = SearchEngine::federated(stores, reranker, rerank)
+        .with_code_rank(file.code_rank.then(rr_core::CodeRank::default));
     Ok(match file.per_file {
         Some(n) => engine.with_per_file(n),
         None => engine,

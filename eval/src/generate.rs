@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tree_sitter::{Node, Parser};
 
-use rr_nav::entities::{entity_type_of, is_test_path};
+use rr_nav::entities::entity_type_of;
 
 /// Doc comments shorter than this many words make no query.
 pub const MIN_WORDS: usize = 3;
@@ -199,7 +199,7 @@ fn file_docs(path: &str, text: &str, language: &str, summary: &mut Summary) -> V
     }
     let Some(tree) = parser.parse(text, None) else { return Vec::new() };
     let lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
-    let test_file = is_test_path(path);
+    let test_file = rr_core::PathClass::of(path) == rr_core::PathClass::Test;
     let mut out: Vec<Found> = Vec::new();
     let mut stack = vec![tree.root_node()];
     let mut definitions = Vec::new();

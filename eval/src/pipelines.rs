@@ -19,6 +19,8 @@
 //! per_file = 2                           # optional: results a file gets before other files have
 //!                                        # had their turn, as `search --per-file` (0: no limit);
 //!                                        # default what `search` does: 0 over a store folder, else 2
+//! code_rank = true                       # optional: the code ranking, as `search --code-rank`;
+//!                                        # default what `search` does: on over a store folder, else off
 //! ```
 //!
 //! Each pipeline's results are selected as the `search` tool selects them
@@ -36,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use figment::Figment;
 use figment::providers::{Format, Toml};
+use rr_core::CodeRank;
 use rr_core::registry::{FactoryContext, Registry};
 use rr_core::rerank::score_order;
 use rr_core::select::{PER_FILE_FIRST_PASS, select_spread};
@@ -86,6 +89,8 @@ pub struct Pipeline {
     /// Results one file gets before other files have had their turn when the
     /// results are selected ([`select_spread`]); 0 keeps the ranking's order.
     pub per_file: usize,
+    /// The code ranking after the rerank stages ([`rr_core::code_rank`]).
+    pub code_rank: Option<CodeRank>,
 }
 
 impl Pipeline {
@@ -114,6 +119,7 @@ impl std::fmt::Debug for Pipeline {
             .field("reranker", &self.reranker)
             .field("candidates", &self.candidates)
             .field("per_file", &self.per_file)
+            .field("code_rank", &self.code_rank.is_some())
             .finish()
     }
 }
@@ -151,7 +157,13 @@ impl Pipeline {
         timings.embed = started.elapsed();
 
         let at = Instant::now();
-        let n_results = self.candidates.max(limit);
+        let n_results = match self.code_rank {
+            Some(_) => self
+                .candidates
+                .max(limit)
+                .max((limit * rr_core::code_rank::CANDIDATES_PER_RESULT).min(rr_core::code_rank::MAX_CANDIDATES)),
+            None => self.candidates.max(limit),
+        };
         let candidates = self
             .retriever
             .retrieve(self.store.as_ref(), &query.query, embedding, n_results, &query.filter, &ctx)
@@ -165,6 +177,24 @@ impl Pipeline {
                 let (ranked, stages) =
                     rerank_in_stages(chain, &query.query, candidates, &ctx).await.map_err(|e| failed("rerank", &e))?;
                 timings.stages = stages;
+                ranked
+            }
+        };
+        let results = match &self.code_rank {
+            None => results,
+            Some(code_rank) => {
+                let at = Instant::now();
+                let read = rr_core::pipeline::with_named_files(
+                    self.store.as_ref(),
+                    &query.query,
+                    &query.filter,
+                    results,
+                    &ctx,
+                )
+                .await
+                .map_err(|e| failed("code ranking", &e))?;
+                let ranked = code_rank.rank(&query.query, read);
+                timings.stages.push(("code ranking".into(), at.elapsed()));
                 ranked
             }
         };
@@ -222,10 +252,16 @@ pub fn defaults(
         reranker,
         candidates: DEFAULT_CANDIDATES,
         per_file: rr_engine::local::EMBEDDED_PER_FILE,
+        code_rank: Some(CodeRank::default()),
     };
     let mut pipelines: Vec<Pipeline> =
         DEFAULT_MODES.iter().map(|&mode| pipeline(format!("{} {mode}", settings.embedder), mode, None)).collect();
     let mode = RetrievalMode::default_for(store.as_ref());
+    // What the code ranking adds to the default mode.
+    pipelines.push(Pipeline {
+        code_rank: None,
+        ..pipeline(format!("{} {mode}, no code ranking", settings.embedder), mode, None)
+    });
     // What the default mode loses to the reference's selection, which gives
     // each file two results before any gets a third.
     pipelines.push(Pipeline {
@@ -269,6 +305,7 @@ pub fn bm25_baseline(open: &rr_engine::local::OpenStore) -> Result<Pipeline, Pip
         reranker: None,
         candidates: DEFAULT_CANDIDATES,
         per_file: 0,
+        code_rank: None,
     })
 }
 
@@ -318,6 +355,8 @@ pub struct PipelineSpec {
     pub hybrid_rerank: Option<usize>,
     #[serde(default)]
     pub per_file: Option<usize>,
+    #[serde(default)]
+    pub code_rank: Option<bool>,
 }
 
 /// The whole pipelines file.
@@ -450,8 +489,9 @@ fn build_one(
         Some(_) => rr_engine::local::EMBEDDED_PER_FILE,
         None => PER_FILE_FIRST_PASS,
     });
+    let code_rank = spec.code_rank.unwrap_or(own.is_some()).then(CodeRank::default);
     let name = spec.name.clone();
-    Ok((Pipeline { name, embedder, store, query_prefix, retriever, reranker, candidates, per_file }, own))
+    Ok((Pipeline { name, embedder, store, query_prefix, retriever, reranker, candidates, per_file, code_rank }, own))
 }
 
 #[cfg(test)]

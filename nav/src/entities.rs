@@ -122,13 +122,7 @@ pub fn label(meta: &Metadata) -> String {
 
 /// Whether a path is a test file (these rank after source files).
 pub fn is_test_path(path: &str) -> bool {
-    let lower = path.to_ascii_lowercase();
-    let name = lower.rsplit('/').next().unwrap_or(&lower);
-    lower.split('/').any(|s| s == "test" || s == "tests" || s == "__tests__" || s == "spec")
-        || name.starts_with("test_")
-        || name.contains("_test.")
-        || name.contains(".test.")
-        || name.contains(".spec.")
+    rr_core::PathClass::of(path) == rr_core::PathClass::Test
 }
 
 /// Cuts `s` to at most `n` characters.

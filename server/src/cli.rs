@@ -240,13 +240,23 @@ pub struct SelectionArgs {
     /// --stores unless the file sets `per_file`].
     #[arg(long, value_name = "N")]
     pub per_file: Option<usize>,
+    /// Order the candidates again as code: definitions for symbol queries, files named by the
+    /// query, source before tests, examples and docs, one file not filling the list (on|off)
+    /// [default: on over the embedded store; off with --chroma-url, and with --stores unless the
+    /// file sets `code_rank`].
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    pub code_rank: Option<bool>,
 }
 
 impl SelectionArgs {
     /// `engine` with the selection asked for; without one, the engine's own.
     fn apply(&self, engine: rr_core::SearchEngine) -> rr_core::SearchEngine {
-        match self.per_file {
+        let engine = match self.per_file {
             Some(n) => engine.with_per_file(n),
+            None => engine,
+        };
+        match self.code_rank {
+            Some(on) => engine.with_code_rank(on.then(rr_core::CodeRank::default)),
             None => engine,
         }
     }

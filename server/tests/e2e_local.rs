@@ -116,7 +116,8 @@ async fn issue4_embedded_search_matches_the_chroma_deployment() {
             json!({"query": "client", "source": "acme/widgets@main", "limit": 3}),
         ),
     ] {
-        let local = search(store.path(), query, &[&["--mode", "dense", "--per-file", "2"], extra.as_slice()].concat());
+        let dense = ["--mode", "dense", "--per-file", "2", "--code-rank", "off"];
+        let local = search(store.path(), query, &[&dense[..], extra.as_slice()].concat());
         let remote = mcp.call_tool("search", args).await;
         assert_eq!(local, format!("{}\n", tool_text(&remote)), "query {query:?}");
     }
@@ -433,19 +434,24 @@ fn failure(args: &[&str]) -> (Option<i32>, String) {
 fn search_rerank_reorders_the_embedded_store() {
     let store = tempfile::tempdir().unwrap();
     index(&corpus(), store.path(), &[]);
-    let plain = search(store.path(), FUSION_QUERY, &["--mode", "dense"]);
+    let plain = search(store.path(), FUSION_QUERY, &["--mode", "dense", "--code-rank", "off"]);
     assert_eq!(first_file(&plain), "**File:** `internal/store/store.go#L10-L16`");
-    let fused = search(store.path(), FUSION_QUERY, &["--mode", "dense", "--rerank", "bm25-fusion"]);
+    let fused =
+        search(store.path(), FUSION_QUERY, &["--mode", "dense", "--rerank", "bm25-fusion", "--code-rank", "off"]);
     assert_eq!(first_file(&fused), "**File:** `src/lib.rs#L14-L28`");
     assert_eq!(fused.lines().filter(|l| l.starts_with("**File:**")).count(), 5, "{fused}");
     // The default retrieval (hybrid) finds it first without a reranker, as lexical retrieval does.
-    assert_eq!(first_file(&search(store.path(), FUSION_QUERY, &[])), "**File:** `src/lib.rs#L14-L28`");
     assert_eq!(
-        first_file(&search(store.path(), FUSION_QUERY, &["--mode", "lexical"])),
+        first_file(&search(store.path(), FUSION_QUERY, &["--code-rank", "off"])),
+        "**File:** `src/lib.rs#L14-L28`"
+    );
+    assert_eq!(
+        first_file(&search(store.path(), FUSION_QUERY, &["--mode", "lexical", "--code-rank", "off"])),
         "**File:** `src/lib.rs#L14-L28`"
     );
 
-    let chained = search(store.path(), FUSION_QUERY, &["--rerank", "bm25-fusion", "--rerank", "mmr"]);
+    let chained =
+        search(store.path(), FUSION_QUERY, &["--rerank", "bm25-fusion", "--rerank", "mmr", "--code-rank", "off"]);
     assert_eq!(first_file(&chained), "**File:** `src/lib.rs#L14-L28`");
     assert!(chained.starts_with("Found 5 relevant repository excerpts"), "{chained}");
 
@@ -462,9 +468,12 @@ fn search_hybrid_rerank_reads_the_fused_head_again() {
     let query = "retry with exponential backoff";
     // The fused order puts the guide that mentions retries first; read
     // again, the code that names and does it comes first.
-    let fused = search(store.path(), query, &["--hybrid-rerank", "0"]);
+    let fused = search(store.path(), query, &["--hybrid-rerank", "0", "--code-rank", "off"]);
     assert_eq!(first_file(&fused), "**File:** `docs/guides/configuration.md#L12-L23`");
-    assert_eq!(first_file(&search(store.path(), query, &[])), "**File:** `internal/store/store.go#L52-L71`");
+    assert_eq!(
+        first_file(&search(store.path(), query, &["--code-rank", "off"])),
+        "**File:** `internal/store/store.go#L52-L71`"
+    );
     let dir = store.path().to_str().unwrap();
     let (code, stderr) = failure(&["search", query, "--store", dir, "--mode", "lexical", "--hybrid-rerank", "5"]);
     assert_eq!(
@@ -520,7 +529,7 @@ fn issue9_the_embedded_search_keeps_the_ranking_order_unless_told_to_spread() {
     let store = work.path().join("store");
     index_chunked(&repo, &store, &["--chunk-size", "80", "--chunk-overlap", "0"]);
     let query = "frobnicate widgets gizmos";
-    let lexical = ["--limit", "4", "--mode", "lexical"];
+    let lexical = ["--limit", "4", "--mode", "lexical", "--code-rank", "off"];
     let ranked = search(&store, query, &lexical);
     assert_eq!(excerpt_files(&ranked), ["a.go", "a.go", "a.go", "a.go"], "{ranked}");
     assert_eq!(search(&store, query, &[&lexical[..], &["--per-file", "0"]].concat()), ranked);
@@ -739,4 +748,50 @@ fn issue11_links_follow_the_remote_and_a_folder_without_one_has_none() {
     assert!(found.contains("**Repo:** `group/sub/tool@main`"), "{found}");
     // GitLab's line-range form; the semantic chunk holds the file from its first line.
     assert!(found.contains(&format!("(https://gitlab.com/group/sub/tool/-/blob/{sha}/main.go#L1-4)")), "{found}");
+}
+
+#[test]
+fn search_orders_candidates_as_code_unless_told_not_to() {
+    let work = tempfile::tempdir().unwrap();
+    let repo = work.path().join("repo");
+    // The test is named after the function and calls it twelve times; the definition stands in a
+    // file named for something else. The text ranking puts the test second, before a file that
+    // does not mention the function at all; the code ranking puts that source file first.
+    let calls: String = (0..12).map(|i| format!("\tw{i}, _ := ParseWidget(\"parse widget {i}\")\n")).collect();
+    write(
+        &repo,
+        "widget/parse_widget_test.go",
+        &format!("package widget\n\nfunc TestParseWidget(t *testing.T) {{\n{calls}}}\n"),
+    );
+    write(
+        &repo,
+        "widget/codec.go",
+        "package widget\n\n// ParseWidget reads a widget from its text form.\nfunc ParseWidget(text string) (Widget, error) {\n\treturn Widget{Name: text}, nil\n}\n",
+    );
+    write(&repo, "widget/color.go", "package widget\n\n// Color is a widget's paint.\ntype Color int\n");
+    let store = work.path().join("store");
+    index_chunked(&repo, &store, &[]);
+    // Each file once, in the order of its first excerpt.
+    let files = |query: &str, extra: &[&str]| {
+        let out = search(&store, query, extra);
+        let mut seen: Vec<String> = Vec::new();
+        for file in excerpt_files(&out) {
+            if !seen.iter().any(|f| f == file) {
+                seen.push(file.to_owned());
+            }
+        }
+        seen
+    };
+    assert_eq!(
+        files("ParseWidget", &["--code-rank", "off"]),
+        ["widget/codec.go", "widget/parse_widget_test.go", "widget/color.go"]
+    );
+    assert_eq!(files("ParseWidget", &[]), ["widget/codec.go", "widget/color.go", "widget/parse_widget_test.go"]);
+    assert_eq!(files("ParseWidget", &["--code-rank", "on"]), files("ParseWidget", &[]));
+    // A question about the tests keeps them where the text ranking puts them.
+    assert_eq!(files("tests of ParseWidget", &[])[..2], ["widget/codec.go", "widget/parse_widget_test.go"]);
+    let (code, stderr) =
+        failure(&["search", "ParseWidget", "--store", store.to_str().unwrap(), "--code-rank", "maybe"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("invalid value 'maybe' for '--code-rank <on|off>'"), "{stderr}");
 }
