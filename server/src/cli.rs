@@ -340,6 +340,93 @@ fn identity(args: &IndexArgs) -> rr_indexer::Identity {
     rr_indexer::checkout::local_identity(&args.dir, &flags)
 }
 
+/// What `index` runs for `args`: the YAML file's settings under the flags,
+/// the store's embedder chosen, the identity read from the folder. No
+/// progress callback.
+fn index_request(args: &IndexArgs) -> Result<crate::local::IndexRequest, String> {
+    let file = match &args.config {
+        Some(path) => crate::index_config::load(path)?,
+        None => crate::index_config::IndexConfig::default(),
+    };
+    let or_file = |flag: &Vec<String>, yaml: &Option<Vec<String>>| {
+        if flag.is_empty() { yaml.clone().unwrap_or_default() } else { flag.clone() }
+    };
+    let mut options = rr_indexer::IndexOptions::default();
+    let include = or_file(&args.include_paths, &file.files.include_paths);
+    if !include.is_empty() {
+        options.selection.include_paths = include;
+    }
+    options.selection.exclude_paths = or_file(&args.exclude_paths, &file.files.exclude_paths);
+    options.selection.include_extensions = or_file(&args.include_extensions, &file.files.include_extensions);
+    options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
+    options.selection.respect_ignore = !args.no_ignore;
+    options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
+    options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
+    if args.embedder.is_some() || args.query_prefix.is_some() || args.document_prefix.is_some() {
+        let endpoint = match args.embedder.as_deref() {
+            Some("openai") => {
+                let api_url = args.chroma.embedding_api_url.clone().or(file.embedding.api_url.clone());
+                let model = args.chroma.embedding_model.clone().or(file.embedding.model.clone());
+                match (api_url.filter(|u| !u.is_empty()), model.filter(|m| !m.is_empty())) {
+                    (Some(api_url), Some(model)) => Some(crate::local::EmbeddingEndpoint { api_url, model }),
+                    _ => return Err("--embedder openai needs --embedding-api-url and --embedding-model".into()),
+                }
+            }
+            _ => None,
+        };
+        crate::local::choose_settings(
+            &args.store.dir(),
+            args.embedder.as_deref(),
+            args.query_prefix.as_deref(),
+            args.document_prefix.as_deref(),
+            endpoint,
+            args.dry_run,
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let chroma_url = args.chroma.chroma_url.clone().or(file.chroma.server_url.clone());
+    let request = crate::local::IndexRequest {
+        root: args.dir.clone(),
+        store: args.store.dir(),
+        identity: identity(args),
+        options,
+        batch_size: args.batch_size.or(file.sync.batch_size).unwrap_or(100),
+        dry_run: args.dry_run,
+        output_manifest: args.output_manifest.clone(),
+        progress: None,
+        chunking: args.chunking.as_deref().map(str::parse).transpose()?,
+        chroma: chroma_url.map(|server_url| crate::local::ChromaTarget {
+            server_url,
+            collection_name: args
+                .chroma
+                .collection_name
+                .clone()
+                .or(file.chroma.collection_name.clone())
+                .unwrap_or_default(),
+            tenant: file.chroma.tenant.clone().unwrap_or_else(|| args.chroma.tenant.clone()),
+            database: file.chroma.database.clone().unwrap_or_else(|| args.chroma.database.clone()),
+            // Secrets only from the environment, never from the command line or a file.
+            bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
+            embedding_api_url: args
+                .chroma
+                .embedding_api_url
+                .clone()
+                .or(file.embedding.api_url.clone())
+                .unwrap_or_default(),
+            embedding_model: args.chroma.embedding_model.clone().or(file.embedding.model.clone()).unwrap_or_default(),
+            embedding_api_key: std::env::var("CHROMA_REPO_SEARCH_EMBEDDING_API_KEY").ok().filter(|s| !s.is_empty()),
+        }),
+    };
+    if let Some(target) = &request.chroma
+        && (target.collection_name.is_empty()
+            || target.embedding_api_url.is_empty()
+            || target.embedding_model.is_empty())
+    {
+        return Err("a Chroma target needs a collection name, an embedding API URL and an embedding model".into());
+    }
+    Ok(request)
+}
+
 /// Why `serve --rerank` is refused with --stores or --chroma-url: those keep their own reranking.
 pub const REMOTE_RERANK: &str = "--rerank reranks the embedded store: a --stores file sets `reranker` and \
      `rerank_min_score` itself, and --chroma-url reranks with the CHROMA_REPO_SEARCH_RERANK_* variables";
@@ -359,95 +446,7 @@ pub fn help() -> String {
 pub async fn run(cli: Cli) -> Result<bool, String> {
     match cli.command {
         Command::Index(args) => {
-            let file = match &args.config {
-                Some(path) => crate::index_config::load(path)?,
-                None => crate::index_config::IndexConfig::default(),
-            };
-            let or_file = |flag: &Vec<String>, yaml: &Option<Vec<String>>| {
-                if flag.is_empty() { yaml.clone().unwrap_or_default() } else { flag.clone() }
-            };
-            let mut options = rr_indexer::IndexOptions::default();
-            let include = or_file(&args.include_paths, &file.files.include_paths);
-            if !include.is_empty() {
-                options.selection.include_paths = include;
-            }
-            options.selection.exclude_paths = or_file(&args.exclude_paths, &file.files.exclude_paths);
-            options.selection.include_extensions = or_file(&args.include_extensions, &file.files.include_extensions);
-            options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
-            options.selection.respect_ignore = !args.no_ignore;
-            options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
-            options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
-            if args.embedder.is_some() || args.query_prefix.is_some() || args.document_prefix.is_some() {
-                let endpoint = match args.embedder.as_deref() {
-                    Some("openai") => {
-                        let api_url = args.chroma.embedding_api_url.clone().or(file.embedding.api_url.clone());
-                        let model = args.chroma.embedding_model.clone().or(file.embedding.model.clone());
-                        match (api_url.filter(|u| !u.is_empty()), model.filter(|m| !m.is_empty())) {
-                            (Some(api_url), Some(model)) => Some(crate::local::EmbeddingEndpoint { api_url, model }),
-                            _ => return Err("--embedder openai needs --embedding-api-url and --embedding-model".into()),
-                        }
-                    }
-                    _ => None,
-                };
-                crate::local::choose_settings(
-                    &args.store.dir(),
-                    args.embedder.as_deref(),
-                    args.query_prefix.as_deref(),
-                    args.document_prefix.as_deref(),
-                    endpoint,
-                    args.dry_run,
-                )
-                .map_err(|e| e.to_string())?;
-            }
-            let chroma_url = args.chroma.chroma_url.clone().or(file.chroma.server_url.clone());
-            let mut request = crate::local::IndexRequest {
-                root: args.dir.clone(),
-                store: args.store.dir(),
-                identity: identity(&args),
-                options,
-                batch_size: args.batch_size.or(file.sync.batch_size).unwrap_or(100),
-                dry_run: args.dry_run,
-                output_manifest: args.output_manifest.clone(),
-                progress: None,
-                chunking: args.chunking.as_deref().map(str::parse).transpose()?,
-                chroma: chroma_url.map(|server_url| crate::local::ChromaTarget {
-                    server_url,
-                    collection_name: args
-                        .chroma
-                        .collection_name
-                        .clone()
-                        .or(file.chroma.collection_name.clone())
-                        .unwrap_or_default(),
-                    tenant: file.chroma.tenant.clone().unwrap_or_else(|| args.chroma.tenant.clone()),
-                    database: file.chroma.database.clone().unwrap_or_else(|| args.chroma.database.clone()),
-                    // Secrets only from the environment, never from the command line or a file.
-                    bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
-                    embedding_api_url: args
-                        .chroma
-                        .embedding_api_url
-                        .clone()
-                        .or(file.embedding.api_url.clone())
-                        .unwrap_or_default(),
-                    embedding_model: args
-                        .chroma
-                        .embedding_model
-                        .clone()
-                        .or(file.embedding.model.clone())
-                        .unwrap_or_default(),
-                    embedding_api_key: std::env::var("CHROMA_REPO_SEARCH_EMBEDDING_API_KEY")
-                        .ok()
-                        .filter(|s| !s.is_empty()),
-                }),
-            };
-            if let Some(target) = &request.chroma
-                && (target.collection_name.is_empty()
-                    || target.embedding_api_url.is_empty()
-                    || target.embedding_model.is_empty())
-            {
-                return Err(
-                    "a Chroma target needs a collection name, an embedding API URL and an embedding model".into()
-                );
-            }
+            let mut request = index_request(&args)?;
             let bar = progress_bar(&format!("indexing {}", args.dir.display()));
             if let Some(bar) = &bar {
                 let bar = bar.clone();
