@@ -58,6 +58,40 @@ pub struct EvalCmd {
 pub enum EvalSubcommand {
     /// Write a query set and a corpus from a repository's doc comments (CodeSearchNet style).
     Generate(GenerateCmd),
+    /// Run semble's annotated code-search benchmark on checkouts of its repositories: NDCG@10 per
+    /// repository, language and category, beside semble's published numbers.
+    Suite(Box<SuiteCmd>),
+}
+
+/// `repo-retriever eval suite`: each repository indexed as `index` does and searched as `search`
+/// does, with the same retrieval, selection and rerank flags.
+#[derive(Debug, Args)]
+pub struct SuiteCmd {
+    /// The suite folder: repos.json, annotations/<name>.json and published.json.
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// The checkouts: <checkouts>/<name> is a repository at its pinned revision.
+    #[arg(long)]
+    pub checkouts: PathBuf,
+    /// Store folders, <stores>/<name> per repository [default: `stores` beside the checkouts folder].
+    #[arg(long)]
+    pub stores: Option<PathBuf>,
+    /// The repositories to run: those tuned on (dev), those judged on (test), or all.
+    #[arg(long, value_parser = ["dev", "test", "all"], default_value = "all")]
+    pub split: String,
+    /// Only these repositories (comma-separated names of repos.json).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub repos: Vec<String>,
+    /// Also write the tables' numbers and every query's results and targets to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Remove each repository's store first, so that the index time is a full build.
+    #[arg(long)]
+    pub reindex: bool,
+    #[command(flatten)]
+    pub retrieval: RetrievalArgs,
+    #[command(flatten)]
+    pub rerank: RerankArgs,
 }
 
 #[derive(Debug, Args)]
@@ -482,9 +516,13 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             Ok(!is_error)
         }
         Command::Eval(args) => {
-            if let Some(EvalSubcommand::Generate(g)) = args.command {
-                stdout(&rr_eval::generate(&g.repo_dir, &g.out, g.max).await?)?;
-                return Ok(true);
+            match args.command {
+                Some(EvalSubcommand::Generate(g)) => {
+                    stdout(&rr_eval::generate(&g.repo_dir, &g.out, g.max).await?)?;
+                    return Ok(true);
+                }
+                Some(EvalSubcommand::Suite(suite)) => return run_suite(*suite).await,
+                None => {}
             }
             let Some(queries) = args.queries else { return Err("--queries is required".into()) };
             let options = rr_eval::EvalOptions {
@@ -563,6 +601,52 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             }
             Ok(true)
         }
+    }
+}
+
+/// `eval suite`: the tables on stdout, the details in `--json`.
+async fn run_suite(args: SuiteCmd) -> Result<bool, String> {
+    let stores = args.stores.unwrap_or_else(|| rr_eval::suite::default_stores(&args.checkouts));
+    let options = rr_eval::suite::SuiteOptions {
+        suite: args.suite,
+        checkouts: args.checkouts,
+        stores,
+        split: args.split.parse()?,
+        repos: args.repos,
+        reindex: args.reindex,
+    };
+    let backend = SuiteSearch { reranker: args.rerank.reranker()?, retrieval: args.retrieval };
+    let report = rr_eval::suite::run(&options, &backend).await.map_err(|e| e.to_string())?;
+    if let Some(path) = &args.json {
+        let body = serde_json::to_vec_pretty(&rr_eval::suite::to_json(&report)).map_err(|e| e.to_string())?;
+        std::fs::write(path, body).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    stdout(&rr_eval::suite::markdown(&report))?;
+    Ok(true)
+}
+
+/// The suite's repositories indexed by `index` and searched by `search`'s engine.
+struct SuiteSearch {
+    retrieval: RetrievalArgs,
+    reranker: Option<std::sync::Arc<dyn rr_core::Reranker>>,
+}
+
+#[async_trait::async_trait]
+impl rr_eval::suite::SuiteBackend for SuiteSearch {
+    async fn index(&self, folder: &std::path::Path, store: &std::path::Path) -> Result<(), String> {
+        // The command line `index <folder> --store <store>`, parsed as the binary parses it.
+        let words: [&std::ffi::OsStr; 5] =
+            ["repo-retriever".as_ref(), "index".as_ref(), folder.as_os_str(), "--store".as_ref(), store.as_os_str()];
+        let Command::Index(args) = Cli::try_parse_from(words).map_err(|e| e.to_string())?.command else {
+            return Err("`index` did not parse as the index command".into());
+        };
+        crate::local::index(index_request(&args)?).await.map(drop).map_err(|e| e.to_string())
+    }
+
+    fn engine(&self, store: &std::path::Path) -> Result<rr_core::SearchEngine, String> {
+        let engine = crate::local::engine_with(store, &self.retrieval.choice(), self.reranker.clone())
+            .map_err(|e| e.to_string())?;
+        Ok(self.retrieval.selection.apply(engine))
     }
 }
 
