@@ -12,7 +12,9 @@
 //! Queries run one at a time so latencies are not inflated by each other.
 //!
 //! `eval generate` builds a query set from a repository's doc comments
-//! ([`generate`]).
+//! ([`generate`]); `eval suite` runs semble's annotated benchmark over
+//! checkouts of its repositories and compares with its published numbers
+//! ([`suite`]).
 
 pub mod bm25;
 pub mod generate;
@@ -20,6 +22,7 @@ pub mod metrics;
 pub mod pipelines;
 pub mod queries;
 pub mod report;
+pub mod suite;
 
 use std::path::{Path, PathBuf};
 

@@ -58,6 +58,40 @@ pub struct EvalCmd {
 pub enum EvalSubcommand {
     /// Write a query set and a corpus from a repository's doc comments (CodeSearchNet style).
     Generate(GenerateCmd),
+    /// Run semble's annotated code-search benchmark on checkouts of its repositories: NDCG@10 per
+    /// repository, language and category, beside semble's published numbers.
+    Suite(Box<SuiteCmd>),
+}
+
+/// `repo-retriever eval suite`: each repository indexed as `index` does and searched as `search`
+/// does, with the same retrieval, selection and rerank flags.
+#[derive(Debug, Args)]
+pub struct SuiteCmd {
+    /// The suite folder: repos.json, annotations/<name>.json and published.json.
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// The checkouts: <checkouts>/<name> is a repository at its pinned revision.
+    #[arg(long)]
+    pub checkouts: PathBuf,
+    /// Store folders, <stores>/<name> per repository [default: `stores` beside the checkouts folder].
+    #[arg(long)]
+    pub stores: Option<PathBuf>,
+    /// The repositories to run: those tuned on (dev), those judged on (test), or all.
+    #[arg(long, value_parser = ["dev", "test", "all"], default_value = "all")]
+    pub split: String,
+    /// Only these repositories (comma-separated names of repos.json).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub repos: Vec<String>,
+    /// Also write the tables' numbers and every query's results and targets to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Remove each repository's store first, so that the index time is a full build.
+    #[arg(long)]
+    pub reindex: bool,
+    #[command(flatten)]
+    pub retrieval: RetrievalArgs,
+    #[command(flatten)]
+    pub rerank: RerankArgs,
 }
 
 #[derive(Debug, Args)]
@@ -350,6 +384,93 @@ fn identity(args: &IndexArgs) -> rr_indexer::Identity {
     rr_indexer::checkout::local_identity(&args.dir, &flags)
 }
 
+/// What `index` runs for `args`: the YAML file's settings under the flags,
+/// the store's embedder chosen, the identity read from the folder. No
+/// progress callback.
+fn index_request(args: &IndexArgs) -> Result<crate::local::IndexRequest, String> {
+    let file = match &args.config {
+        Some(path) => crate::index_config::load(path)?,
+        None => crate::index_config::IndexConfig::default(),
+    };
+    let or_file = |flag: &Vec<String>, yaml: &Option<Vec<String>>| {
+        if flag.is_empty() { yaml.clone().unwrap_or_default() } else { flag.clone() }
+    };
+    let mut options = rr_indexer::IndexOptions::default();
+    let include = or_file(&args.include_paths, &file.files.include_paths);
+    if !include.is_empty() {
+        options.selection.include_paths = include;
+    }
+    options.selection.exclude_paths = or_file(&args.exclude_paths, &file.files.exclude_paths);
+    options.selection.include_extensions = or_file(&args.include_extensions, &file.files.include_extensions);
+    options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
+    options.selection.respect_ignore = !args.no_ignore;
+    options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
+    options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
+    if args.embedder.is_some() || args.query_prefix.is_some() || args.document_prefix.is_some() {
+        let endpoint = match args.embedder.as_deref() {
+            Some("openai") => {
+                let api_url = args.chroma.embedding_api_url.clone().or(file.embedding.api_url.clone());
+                let model = args.chroma.embedding_model.clone().or(file.embedding.model.clone());
+                match (api_url.filter(|u| !u.is_empty()), model.filter(|m| !m.is_empty())) {
+                    (Some(api_url), Some(model)) => Some(crate::local::EmbeddingEndpoint { api_url, model }),
+                    _ => return Err("--embedder openai needs --embedding-api-url and --embedding-model".into()),
+                }
+            }
+            _ => None,
+        };
+        crate::local::choose_settings(
+            &args.store.dir(),
+            args.embedder.as_deref(),
+            args.query_prefix.as_deref(),
+            args.document_prefix.as_deref(),
+            endpoint,
+            args.dry_run,
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let chroma_url = args.chroma.chroma_url.clone().or(file.chroma.server_url.clone());
+    let request = crate::local::IndexRequest {
+        root: args.dir.clone(),
+        store: args.store.dir(),
+        identity: identity(args),
+        options,
+        batch_size: args.batch_size.or(file.sync.batch_size).unwrap_or(100),
+        dry_run: args.dry_run,
+        output_manifest: args.output_manifest.clone(),
+        progress: None,
+        chunking: args.chunking.as_deref().map(str::parse).transpose()?,
+        chroma: chroma_url.map(|server_url| crate::local::ChromaTarget {
+            server_url,
+            collection_name: args
+                .chroma
+                .collection_name
+                .clone()
+                .or(file.chroma.collection_name.clone())
+                .unwrap_or_default(),
+            tenant: file.chroma.tenant.clone().unwrap_or_else(|| args.chroma.tenant.clone()),
+            database: file.chroma.database.clone().unwrap_or_else(|| args.chroma.database.clone()),
+            // Secrets only from the environment, never from the command line or a file.
+            bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
+            embedding_api_url: args
+                .chroma
+                .embedding_api_url
+                .clone()
+                .or(file.embedding.api_url.clone())
+                .unwrap_or_default(),
+            embedding_model: args.chroma.embedding_model.clone().or(file.embedding.model.clone()).unwrap_or_default(),
+            embedding_api_key: std::env::var("CHROMA_REPO_SEARCH_EMBEDDING_API_KEY").ok().filter(|s| !s.is_empty()),
+        }),
+    };
+    if let Some(target) = &request.chroma
+        && (target.collection_name.is_empty()
+            || target.embedding_api_url.is_empty()
+            || target.embedding_model.is_empty())
+    {
+        return Err("a Chroma target needs a collection name, an embedding API URL and an embedding model".into());
+    }
+    Ok(request)
+}
+
 /// Why `serve --rerank` is refused with --stores or --chroma-url: those keep their own reranking.
 pub const REMOTE_RERANK: &str = "--rerank reranks the embedded store: a --stores file sets `reranker` and \
      `rerank_min_score` itself, and --chroma-url reranks with the CHROMA_REPO_SEARCH_RERANK_* variables";
@@ -369,95 +490,7 @@ pub fn help() -> String {
 pub async fn run(cli: Cli) -> Result<bool, String> {
     match cli.command {
         Command::Index(args) => {
-            let file = match &args.config {
-                Some(path) => crate::index_config::load(path)?,
-                None => crate::index_config::IndexConfig::default(),
-            };
-            let or_file = |flag: &Vec<String>, yaml: &Option<Vec<String>>| {
-                if flag.is_empty() { yaml.clone().unwrap_or_default() } else { flag.clone() }
-            };
-            let mut options = rr_indexer::IndexOptions::default();
-            let include = or_file(&args.include_paths, &file.files.include_paths);
-            if !include.is_empty() {
-                options.selection.include_paths = include;
-            }
-            options.selection.exclude_paths = or_file(&args.exclude_paths, &file.files.exclude_paths);
-            options.selection.include_extensions = or_file(&args.include_extensions, &file.files.include_extensions);
-            options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
-            options.selection.respect_ignore = !args.no_ignore;
-            options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
-            options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
-            if args.embedder.is_some() || args.query_prefix.is_some() || args.document_prefix.is_some() {
-                let endpoint = match args.embedder.as_deref() {
-                    Some("openai") => {
-                        let api_url = args.chroma.embedding_api_url.clone().or(file.embedding.api_url.clone());
-                        let model = args.chroma.embedding_model.clone().or(file.embedding.model.clone());
-                        match (api_url.filter(|u| !u.is_empty()), model.filter(|m| !m.is_empty())) {
-                            (Some(api_url), Some(model)) => Some(crate::local::EmbeddingEndpoint { api_url, model }),
-                            _ => return Err("--embedder openai needs --embedding-api-url and --embedding-model".into()),
-                        }
-                    }
-                    _ => None,
-                };
-                crate::local::choose_settings(
-                    &args.store.dir(),
-                    args.embedder.as_deref(),
-                    args.query_prefix.as_deref(),
-                    args.document_prefix.as_deref(),
-                    endpoint,
-                    args.dry_run,
-                )
-                .map_err(|e| e.to_string())?;
-            }
-            let chroma_url = args.chroma.chroma_url.clone().or(file.chroma.server_url.clone());
-            let mut request = crate::local::IndexRequest {
-                root: args.dir.clone(),
-                store: args.store.dir(),
-                identity: identity(&args),
-                options,
-                batch_size: args.batch_size.or(file.sync.batch_size).unwrap_or(100),
-                dry_run: args.dry_run,
-                output_manifest: args.output_manifest.clone(),
-                progress: None,
-                chunking: args.chunking.as_deref().map(str::parse).transpose()?,
-                chroma: chroma_url.map(|server_url| crate::local::ChromaTarget {
-                    server_url,
-                    collection_name: args
-                        .chroma
-                        .collection_name
-                        .clone()
-                        .or(file.chroma.collection_name.clone())
-                        .unwrap_or_default(),
-                    tenant: file.chroma.tenant.clone().unwrap_or_else(|| args.chroma.tenant.clone()),
-                    database: file.chroma.database.clone().unwrap_or_else(|| args.chroma.database.clone()),
-                    // Secrets only from the environment, never from the command line or a file.
-                    bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
-                    embedding_api_url: args
-                        .chroma
-                        .embedding_api_url
-                        .clone()
-                        .or(file.embedding.api_url.clone())
-                        .unwrap_or_default(),
-                    embedding_model: args
-                        .chroma
-                        .embedding_model
-                        .clone()
-                        .or(file.embedding.model.clone())
-                        .unwrap_or_default(),
-                    embedding_api_key: std::env::var("CHROMA_REPO_SEARCH_EMBEDDING_API_KEY")
-                        .ok()
-                        .filter(|s| !s.is_empty()),
-                }),
-            };
-            if let Some(target) = &request.chroma
-                && (target.collection_name.is_empty()
-                    || target.embedding_api_url.is_empty()
-                    || target.embedding_model.is_empty())
-            {
-                return Err(
-                    "a Chroma target needs a collection name, an embedding API URL and an embedding model".into()
-                );
-            }
+            let mut request = index_request(&args)?;
             let bar = progress_bar(&format!("indexing {}", args.dir.display()));
             if let Some(bar) = &bar {
                 let bar = bar.clone();
@@ -493,9 +526,13 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             Ok(!is_error)
         }
         Command::Eval(args) => {
-            if let Some(EvalSubcommand::Generate(g)) = args.command {
-                stdout(&rr_eval::generate(&g.repo_dir, &g.out, g.max).await?)?;
-                return Ok(true);
+            match args.command {
+                Some(EvalSubcommand::Generate(g)) => {
+                    stdout(&rr_eval::generate(&g.repo_dir, &g.out, g.max).await?)?;
+                    return Ok(true);
+                }
+                Some(EvalSubcommand::Suite(suite)) => return run_suite(*suite).await,
+                None => {}
             }
             let Some(queries) = args.queries else { return Err("--queries is required".into()) };
             let options = rr_eval::EvalOptions {
@@ -574,6 +611,52 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             }
             Ok(true)
         }
+    }
+}
+
+/// `eval suite`: the tables on stdout, the details in `--json`.
+async fn run_suite(args: SuiteCmd) -> Result<bool, String> {
+    let stores = args.stores.unwrap_or_else(|| rr_eval::suite::default_stores(&args.checkouts));
+    let options = rr_eval::suite::SuiteOptions {
+        suite: args.suite,
+        checkouts: args.checkouts,
+        stores,
+        split: args.split.parse()?,
+        repos: args.repos,
+        reindex: args.reindex,
+    };
+    let backend = SuiteSearch { reranker: args.rerank.reranker()?, retrieval: args.retrieval };
+    let report = rr_eval::suite::run(&options, &backend).await.map_err(|e| e.to_string())?;
+    if let Some(path) = &args.json {
+        let body = serde_json::to_vec_pretty(&rr_eval::suite::to_json(&report)).map_err(|e| e.to_string())?;
+        std::fs::write(path, body).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    stdout(&rr_eval::suite::markdown(&report))?;
+    Ok(true)
+}
+
+/// The suite's repositories indexed by `index` and searched by `search`'s engine.
+struct SuiteSearch {
+    retrieval: RetrievalArgs,
+    reranker: Option<std::sync::Arc<dyn rr_core::Reranker>>,
+}
+
+#[async_trait::async_trait]
+impl rr_eval::suite::SuiteBackend for SuiteSearch {
+    async fn index(&self, folder: &std::path::Path, store: &std::path::Path) -> Result<(), String> {
+        // The command line `index <folder> --store <store>`, parsed as the binary parses it.
+        let words: [&std::ffi::OsStr; 5] =
+            ["repo-retriever".as_ref(), "index".as_ref(), folder.as_os_str(), "--store".as_ref(), store.as_os_str()];
+        let Command::Index(args) = Cli::try_parse_from(words).map_err(|e| e.to_string())?.command else {
+            return Err("`index` did not parse as the index command".into());
+        };
+        crate::local::index(index_request(&args)?).await.map(drop).map_err(|e| e.to_string())
+    }
+
+    fn engine(&self, store: &std::path::Path) -> Result<rr_core::SearchEngine, String> {
+        let engine = crate::local::engine_with(store, &self.retrieval.choice(), self.reranker.clone())
+            .map_err(|e| e.to_string())?;
+        Ok(self.retrieval.selection.apply(engine))
     }
 }
 

@@ -1,7 +1,8 @@
 //! `repo-retriever eval` end to end through the binary: the fixture corpus
 //! indexed with the hash embedder, the hand-written query set of
-//! `testdata/eval`, the default comparison, a pipelines file, bad input, and
-//! `eval generate` on the fixture corpus.
+//! `testdata/eval`, the default comparison, a pipelines file, bad input,
+//! `eval generate` on the fixture corpus, and `eval suite` on a one-repository
+//! suite over it.
 
 mod support;
 
@@ -319,4 +320,107 @@ fn eval_generate_turns_the_fixture_doc_comments_into_queries() {
     assert_eq!(std::fs::read_to_string(small.join("queries.jsonl")).unwrap().lines().count(), 4);
     let again = failure(&["eval", "generate", corpus.to_str().unwrap(), "--out", small.to_str().unwrap()]);
     assert_eq!(again, format!("Error: {} already exists: choose a new --out folder\n", small.join("corpus").display()));
+}
+
+/// NDCG@10 of the fixture suite's `corpus`, 3 decimals: (0.613 + 1 + 1 + 1) / 4; the first query
+/// finds its span at rank 1 and the file outside the benchmark root not at all.
+const SUITE_NDCG: &str = "0.903";
+
+/// A suite folder of one repository, `corpus` (the fixture corpus, its
+/// benchmark root `internal`), and one, `absent`, with no checkout.
+fn fixture_suite(dir: &Path) {
+    std::fs::create_dir_all(dir.join("annotations")).unwrap();
+    std::fs::write(
+        dir.join("repos.json"),
+        r#"[{"name": "corpus", "language": "go", "split": "dev", "benchmark_root": "internal", "url": "u"},
+            {"name": "absent", "language": "go", "split": "test"}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("annotations/corpus.json"),
+        r#"[{"query": "retry with exponential backoff", "category": "semantic",
+             "relevant": [{"path": "internal/store/store.go", "start_line": 53, "end_line": 70}],
+             "secondary": ["py/widgets/client.py"]},
+            {"query": "load configuration from flags and environment variables", "category": "semantic",
+             "relevant": ["internal/config/config.go"]},
+            {"query": "Config", "category": "symbol", "relevant": ["internal/config/config.go", "internal/gone.go"]},
+            {"query": "open the sqlite widget database and list widgets", "category": "architecture",
+             "relevant": ["internal/store/store.go"]}]"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("published.json"),
+        r#"{"methods": {"semble-hybrid": {"corpus": 0.9, "absent": 0.5}, "bm25-raw": {"corpus": 0.7}}}"#,
+    )
+    .unwrap();
+}
+
+#[test]
+fn eval_suite_indexes_searches_and_scores_each_repository_as_search_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let suite = tmp.path().join("suite");
+    fixture_suite(&suite);
+    let stores = tmp.path().join("stores");
+    let json_path = tmp.path().join("suite.json");
+    let (suite_arg, stores_arg) = (suite.to_str().unwrap(), stores.to_str().unwrap());
+    let checkouts = testdata_dir();
+    let args =
+        ["eval", "suite", "--suite", suite_arg, "--checkouts", checkouts.to_str().unwrap(), "--stores", stores_arg];
+    let mut with_json = args.to_vec();
+    with_json.extend(["--json", json_path.to_str().unwrap()]);
+    let tables = ok(&with_json);
+    let lines: Vec<&str> = tables.lines().collect();
+    assert_eq!(
+        lines[2],
+        "| repository | language | split | queries | repo-retriever | semble-hybrid | bm25-raw | index s | query p50 ms |"
+    );
+    // The hash embedder and the store rank deterministically, so the scores only move with the
+    // corpus, the chunker, the ranking or the scoring.
+    assert!(lines[4].starts_with(&format!("| corpus | go | dev | 4 | {SUITE_NDCG} | 0.900 | 0.700 | ")), "{tables}");
+    assert!(tables.contains(&format!("\nSkipped: absent (no folder {}).\n", checkouts.join("absent").display())));
+    assert!(tables.contains(&format!("| **repo-retriever** | {SUITE_NDCG} | {SUITE_NDCG} | – |\n")), "{tables}");
+    assert!(tables.contains("| semble-hybrid | 0.900 | 0.900 | – |\n"), "published numbers over the same repositories");
+    assert!(tables.contains("| symbol | 1 | "), "{tables}");
+
+    let json: Value = serde_json::from_slice(&std::fs::read(&json_path).unwrap()).unwrap();
+    let corpus = &json["repos"][0];
+    assert_eq!(corpus["name"], "corpus");
+    let queries = corpus["per_query"].as_array().unwrap();
+    assert_eq!(queries.len(), 4);
+    // The missing file is left out of the ideal list; the file outside the root is not.
+    let in_checkout: Vec<u64> = queries.iter().map(|q| q["targets_in_checkout"].as_u64().unwrap()).collect();
+    assert_eq!(in_checkout, [2, 1, 1, 1]);
+    for q in queries {
+        let results = q["results"].as_array().unwrap();
+        assert!(!results.is_empty() && results.len() <= 10, "{q}");
+        assert!(results.iter().all(|r| r.as_str().unwrap().starts_with("internal/")), "{q}");
+    }
+
+    // Each query's results are those `search --limit 10` shows over the same store.
+    let store = stores.join("corpus");
+    let shown = ok(&["search", "retry with exponential backoff", "--limit", "10", "--store", store.to_str().unwrap()]);
+    let shown: Vec<String> = shown
+        .lines()
+        .filter_map(|l| l.strip_prefix("**File:** `"))
+        .map(|f| format!("internal/{}", f.trim_end_matches('`').split('#').next().unwrap()))
+        .collect();
+    let scored: Vec<&str> = queries[0]["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap().split('#').next().unwrap())
+        .collect();
+    assert_eq!(shown, scored);
+
+    // The search flags reach the engine; a split leaves the other half out.
+    let mut lexical = args.to_vec();
+    lexical.extend(["--split", "dev", "--mode", "lexical", "--per-file", "1", "--reindex"]);
+    let tables = ok(&lexical);
+    assert!(!tables.contains("Skipped"), "{tables}");
+    assert!(tables.contains("| method | all (1) | dev (1) | test (0) |"), "{tables}");
+
+    let mut unknown = args.to_vec();
+    unknown.extend(["--repos", "corpus,nope"]);
+    let err = failure(&unknown);
+    assert_eq!(err, format!("Error: --repos: not in {}: nope\n", suite.join("repos.json").display()));
 }
