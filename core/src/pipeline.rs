@@ -332,12 +332,14 @@ impl SearchEngine {
             .retriever
             .retrieve(store.store.as_ref(), &request.query, embedding, n_results, &request.filter, ctx)
             .await?;
-        if let Some(reranker) = &store.reranker {
-            candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
-        }
+        // The code ranking reads the files the query names too; a reranker
+        // and its cut-off see them like the rest.
         if self.code_rank.is_some() {
             candidates =
                 with_named_files(store.store.as_ref(), &request.query, &request.filter, candidates, ctx).await?;
+        }
+        if let Some(reranker) = &store.reranker {
+            candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
         }
         Ok(candidates)
     }

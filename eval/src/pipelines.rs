@@ -19,7 +19,8 @@
 //! per_file = 2                           # optional: results a file gets before other files have
 //!                                        # had their turn, as `search --per-file` (0: no limit);
 //!                                        # default what `search` does: 0 over a store folder, else 2
-//! code_rank = true                       # optional: the code ranking, as `search --code-rank`;
+//! code_rank = true                       # optional: the code ranking, as `search --code-rank`, or
+//!                                        # its weights: code_rank = { rank_k = 10, docs = 1.0 };
 //!                                        # default what `search` does: on over a store folder, else off
 //! ```
 //!
@@ -169,6 +170,16 @@ impl Pipeline {
             .retrieve(self.store.as_ref(), &query.query, embedding, n_results, &query.filter, &ctx)
             .await
             .map_err(|e| failed("retrieve", &e))?;
+        // The code ranking reads the files the query names too (before the
+        // rerank stages, which see them like the rest).
+        let candidates = match self.code_rank {
+            None => candidates,
+            Some(_) => {
+                rr_core::pipeline::with_named_files(self.store.as_ref(), &query.query, &query.filter, candidates, &ctx)
+                    .await
+                    .map_err(|e| failed("retrieve", &e))?
+            }
+        };
         timings.retrieve = at.elapsed();
 
         let results = match &self.reranker {
@@ -184,16 +195,7 @@ impl Pipeline {
             None => results,
             Some(code_rank) => {
                 let at = Instant::now();
-                let read = rr_core::pipeline::with_named_files(
-                    self.store.as_ref(),
-                    &query.query,
-                    &query.filter,
-                    results,
-                    &ctx,
-                )
-                .await
-                .map_err(|e| failed("code ranking", &e))?;
-                let ranked = code_rank.rank(&query.query, read);
+                let ranked = code_rank.rank(&query.query, results);
                 timings.stages.push(("code ranking".into(), at.elapsed()));
                 ranked
             }
@@ -356,7 +358,16 @@ pub struct PipelineSpec {
     #[serde(default)]
     pub per_file: Option<usize>,
     #[serde(default)]
-    pub code_rank: Option<bool>,
+    pub code_rank: Option<CodeRankSpec>,
+}
+
+/// A pipeline's `code_rank`: on or off, or on with these weights (the
+/// others at their defaults).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum CodeRankSpec {
+    On(bool),
+    Weights(CodeRank),
 }
 
 /// The whole pipelines file.
@@ -489,7 +500,11 @@ fn build_one(
         Some(_) => rr_engine::local::EMBEDDED_PER_FILE,
         None => PER_FILE_FIRST_PASS,
     });
-    let code_rank = spec.code_rank.unwrap_or(own.is_some()).then(CodeRank::default);
+    let code_rank = match spec.code_rank.clone() {
+        None => own.is_some().then(CodeRank::default),
+        Some(CodeRankSpec::On(on)) => on.then(CodeRank::default),
+        Some(CodeRankSpec::Weights(weights)) => Some(weights),
+    };
     let name = spec.name.clone();
     Ok((Pipeline { name, embedder, store, query_prefix, retriever, reranker, candidates, per_file, code_rank }, own))
 }
