@@ -53,14 +53,14 @@ pub struct CodeRank {
 impl Default for CodeRank {
     fn default() -> Self {
         CodeRank {
-            rank_k: 40.0,
+            rank_k: 5.0,
             definition: 1.5,
             file_name: 1.0,
             coherence: 0.2,
             other_class: 0.3,
             docs: 0.6,
             reexport: 0.5,
-            saturation: 0.5,
+            saturation: 0.7,
         }
     }
 }

@@ -193,12 +193,8 @@ impl Pipeline {
         };
         let results = match &self.code_rank {
             None => results,
-            Some(code_rank) => {
-                let at = Instant::now();
-                let ranked = code_rank.rank(&query.query, results);
-                timings.stages.push(("code ranking".into(), at.elapsed()));
-                ranked
-            }
+            // Timed in the total, not as a rerank stage.
+            Some(code_rank) => code_rank.rank(&query.query, results),
         };
         let results = select_spread(results, limit, self.per_file);
         timings.total = started.elapsed();
