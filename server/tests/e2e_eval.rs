@@ -56,8 +56,7 @@ const DEFAULT_ROWS: [&str; 9] = [
 /// MRR@10 of the hash embedder without reranking (with the code ranking) on the fixture query set:
 /// the hash embedder is deterministic and the embedded store ranks exactly,
 /// so this only moves when the corpus, the chunker, the query set or the
-/// metric does. The store uses the reference's chunking, which
-/// `docs/evaluation.md`'s fixture tables describe.
+/// metric does. The store uses the reference's chunking.
 const HASH_MRR: f64 = 0.6706207482993197;
 
 /// MRR@10 of the `bm25` baseline row on the same set (deterministic too).
