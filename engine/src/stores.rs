@@ -410,6 +410,9 @@ kind = "hash"
         assert_eq!(fed.stores()[1].timeout, Duration::from_millis(2500));
         assert_eq!(fed.stores()[0].model, "hash");
         assert_eq!(fed.per_file(), rr_core::select::PER_FILE_FIRST_PASS, "the reference's selection by default");
+        assert!(fed.code_rank().is_none(), "the stores' order by default");
+        let (_dir, path) = write("s.toml", &format!("code_rank = true\n{TWO}"));
+        assert_eq!(super::engine(&path).unwrap().code_rank(), Some(&rr_core::CodeRank::default()));
         let (_dir, path) = write("s.toml", &format!("per_file = 0\n{TWO}"));
         assert_eq!(super::engine(&path).unwrap().per_file(), 0);
     }

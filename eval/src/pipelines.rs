@@ -537,6 +537,18 @@ mod tests {
         assert_eq!((built[1].candidates, built[1].query_prefix.as_str()), (7, ""));
         // A store table selects as a stores file does unless told otherwise.
         assert_eq!((built[0].per_file, built[1].per_file), (PER_FILE_FIRST_PASS, 0));
+        assert!(built[0].code_rank.is_none(), "a store table keeps the store's order");
+    }
+
+    #[test]
+    fn code_rank_is_on_off_or_weights() {
+        let pipeline =
+            |extra: &str| format!("[[pipeline]]\nname = \"p\"\n{CHROMA}\nembedder = {{ kind = \"hash\" }}\n{extra}\n");
+        assert_eq!(build_file(&pipeline("code_rank = true")).unwrap()[0].code_rank, Some(CodeRank::default()));
+        assert_eq!(build_file(&pipeline("code_rank = false")).unwrap()[0].code_rank, None);
+        let weighted = build_file(&pipeline("code_rank = { rank_k = 10.0, docs = 1.0 }")).unwrap();
+        assert_eq!(weighted[0].code_rank, Some(CodeRank { rank_k: 10.0, docs: 1.0, ..CodeRank::default() }));
+        assert!(build_file(&pipeline("code_rank = { rank = 10.0 }")).is_err(), "an unknown weight is refused");
     }
 
     #[test]
