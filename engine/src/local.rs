@@ -31,7 +31,9 @@ pub fn default_store_dir() -> PathBuf {
     std::env::var_os("REPO_RETRIEVER_STORE").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".repo-retriever"))
 }
 
-const SETTINGS_FILE: &str = "repo-retriever.json";
+/// The settings file in every store folder (which embedder wrote the vectors); `eval suite --reindex`
+/// removes only a folder that holds it.
+pub const SETTINGS_FILE: &str = "repo-retriever.json";
 
 /// The chunking of a new embedded store: the semantic one, which finds more
 /// than the reference's on hand-written queries (`docs/evaluation.md`).

@@ -358,10 +358,6 @@ pub struct SuiteReport {
     pub published: Published,
 }
 
-/// The settings file every store folder holds; a folder without it is not
-/// removed by `--reindex`.
-const STORE_MARKER: &str = "repo-retriever.json";
-
 /// Indexes and searches every selected repository, one after the other
 /// (queries one at a time, so their times do not inflate each other).
 /// A repository without a checkout is skipped and reported; progress goes
@@ -382,7 +378,7 @@ pub async fn run(opts: &SuiteOptions, backend: &dyn SuiteBackend) -> Result<Suit
         let store = opts.stores.join(&repo.name);
         let fail = |message: String| SuiteError::Repo { repo: repo.name.clone(), message };
         if opts.reindex && store.exists() {
-            if !store.join(STORE_MARKER).exists() {
+            if !store.join(rr_engine::local::SETTINGS_FILE).exists() {
                 return Err(fail(format!("--reindex: {} is not a store folder, not removing it", store.display())));
             }
             std::fs::remove_dir_all(&store).map_err(|e| fail(format!("cannot remove {}: {e}", store.display())))?;

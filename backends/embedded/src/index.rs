@@ -549,14 +549,19 @@ impl VectorIndex {
     /// they were written (the file's order). Groups are files: the path is
     /// the source line after its namespace's `Source: org/repo@branch:`.
     pub fn named_rows(&self, mask: &Mask, files: usize, per_file: usize, score: impl Fn(&str) -> f64) -> Vec<i64> {
+        // One source-line prefix per namespace (tens), not per file.
+        let prefixes: Vec<String> = self
+            .namespaces
+            .iter()
+            .map(|ns| format!("Source: {}/{}@{}:", ns.organization, ns.repository, ns.branch))
+            .collect();
         let mut named: Vec<(f64, u32)> = Vec::new();
         for (group, line) in self.lines.iter().enumerate() {
             let group = group as u32;
             if self.members[group as usize] == 0 || !mask.passes(group) {
                 continue;
             }
-            let ns = &self.namespaces[self.group_namespace[group as usize] as usize];
-            let prefix = format!("Source: {}/{}@{}:", ns.organization, ns.repository, ns.branch);
+            let prefix = &prefixes[self.group_namespace[group as usize] as usize];
             let Some(path) = line.strip_prefix(prefix.as_str()) else { continue };
             let s = score(path);
             if s > 0.0 {
