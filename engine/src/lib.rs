@@ -17,6 +17,7 @@ pub mod stores;
 // find their kinds.
 use rr_cross_encoder as _;
 use rr_hash_embed as _;
+use rr_potion as _;
 use rr_qdrant as _;
 use rr_rerank_apis as _;
 use rr_rerank_lexical as _;

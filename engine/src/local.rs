@@ -128,6 +128,9 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
         "hash" => registry
             .embedder("hash", &serde_json::json!({ "dimension": settings.dimension }), &ctx)
             .map_err(|_| LocalError::new(format!("invalid hash embedder dimension {}", settings.dimension))),
+        "potion" => registry
+            .embedder("potion", &serde_json::json!({}), &ctx)
+            .map_err(|e| LocalError::new(format!("cannot load the potion embedder: {}", message(e)))),
         "minilm" => {
             let failed = |e: String| LocalError::new(format!("cannot load the minilm embedder: {e}"));
             let dir = rr_minilm::locate().map_err(|e| failed(e.to_string()))?;
@@ -162,14 +165,20 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
 }
 
 /// The embedders a new embedded store can be created with.
-pub const EMBEDDERS: &str = "hash, minilm, openai";
+pub const EMBEDDERS: &str = "potion, hash, minilm, openai";
+
+/// The embedder of a new embedded store when none is asked for: the static
+/// model compiled in, which needs nothing installed and indexes as fast as
+/// `hash` (docs/evaluation.md, "The embedder").
+pub const DEFAULT_EMBEDDER: &str = "potion";
 
 /// Why an `openai` store, or a request for one, has no endpoint.
 const NO_ENDPOINT: &str = "the openai embedder needs an embedding API URL and model";
 
 /// The settings of a new store with embedder `name`, with the query and
 /// document prefixes its model was trained with: none for all-MiniLM-L6-v2
-/// (a sentence-transformers model that saw no prefix), `query: ` /
+/// (a sentence-transformers model that saw no prefix) and potion-base-8M
+/// (distilled from one), `query: ` /
 /// `passage: ` for `hash`, which ignores them but whose records and the
 /// reference indexer's carry `passage: `, as E5-style models expect.
 /// `openai` is any OpenAI-compatible `endpoint`, which it alone takes, with
@@ -189,6 +198,14 @@ pub fn new_store_settings(name: &str, endpoint: Option<EmbeddingEndpoint>) -> Re
             Err(LocalError::new(format!("an embedding API URL and model are for the openai embedder, not \"{name}\"")))
         }
         ("hash", None) => Ok(StoreSettings::default()),
+        ("potion", None) => Ok(StoreSettings {
+            embedder: "potion".into(),
+            dimension: rr_potion::DIMENSION,
+            query_prefix: String::new(),
+            document_prefix: String::new(),
+            chunking: DEFAULT_EMBEDDED_CHUNKING,
+            endpoint: None,
+        }),
         ("minilm", None) => Ok(StoreSettings {
             embedder: "minilm".into(),
             dimension: rr_minilm::DIMENSION,
@@ -219,7 +236,7 @@ fn without_userinfo(url: &str) -> String {
 }
 
 /// Fixes a new store's embedder and its query/document prefixes (each
-/// `None` keeps the default: `hash`, and the embedder's prefixes, see
+/// `None` keeps the default: [`DEFAULT_EMBEDDER`], and the embedder's prefixes, see
 /// [`new_store_settings`]); `openai` also needs its `endpoint`. The embedder is
 /// loaded once here, so a missing model fails before anything is written; the
 /// settings are written unless `dry_run`. An existing store keeps what it was
@@ -233,7 +250,7 @@ pub fn choose_settings(
     endpoint: Option<EmbeddingEndpoint>,
     dry_run: bool,
 ) -> Result<(), LocalError> {
-    let mut wanted = new_store_settings(name.unwrap_or("hash"), endpoint.clone())?;
+    let mut wanted = new_store_settings(name.unwrap_or(DEFAULT_EMBEDDER), endpoint.clone())?;
     if let Some(prefix) = query_prefix {
         wanted.query_prefix = prefix.to_owned();
     }
@@ -1173,9 +1190,14 @@ mod tests {
         assert_eq!((minilm.query_prefix.as_str(), minilm.document_prefix.as_str()), ("", ""));
         let hash = new_store_settings("hash", None).unwrap();
         assert_eq!((hash.query_prefix.as_str(), hash.document_prefix.as_str()), ("query: ", "passage: "));
+        let potion = new_store_settings(DEFAULT_EMBEDDER, None).unwrap();
+        assert_eq!(
+            (potion.embedder.as_str(), potion.dimension, potion.query_prefix.as_str(), potion.document_prefix.as_str()),
+            ("potion", 256, "", "")
+        );
         assert_eq!(
             new_store_settings("e5", None).unwrap_err().to_string(),
-            "unknown embedder \"e5\"; valid choices: hash, minilm, openai"
+            "unknown embedder \"e5\"; valid choices: potion, hash, minilm, openai"
         );
         assert_eq!(
             new_store_settings("openai", None).unwrap_err().to_string(),

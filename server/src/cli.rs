@@ -88,6 +88,9 @@ pub struct SuiteCmd {
     /// Remove each repository's store first, so that the index time is a full build.
     #[arg(long)]
     pub reindex: bool,
+    /// The embedder of stores this run creates, as `index --embedder` (an existing store keeps its own).
+    #[arg(long, value_parser = ["potion", "hash", "minilm"])]
+    pub embedder: Option<String>,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
@@ -179,18 +182,19 @@ pub struct IndexArgs {
     /// Write the list of record ids to this file.
     #[arg(long)]
     pub output_manifest: Option<PathBuf>,
-    /// Embedder of a new store: hash (lexical, built in), minilm (all-MiniLM-L6-v2, see rr-minilm's
-    /// locate()) or openai (any OpenAI-compatible embeddings endpoint: --embedding-api-url and
-    /// --embedding-model, key from CHROMA_REPO_SEARCH_EMBEDDING_API_KEY) [default: hash]. An
-    /// existing store keeps the one it was created with.
-    #[arg(long, value_parser = ["hash", "minilm", "openai"], conflicts_with = "chroma_url")]
+    /// Embedder of a new store: potion (a static model compiled in: potion-base-8M), hash (lexical,
+    /// built in), minilm (all-MiniLM-L6-v2, see rr-minilm's locate()) or openai (any
+    /// OpenAI-compatible embeddings endpoint: --embedding-api-url and --embedding-model, key from
+    /// CHROMA_REPO_SEARCH_EMBEDDING_API_KEY) [default: potion]. An existing store keeps the one it
+    /// was created with.
+    #[arg(long, value_parser = ["potion", "hash", "minilm", "openai"], conflicts_with = "chroma_url")]
     pub embedder: Option<String>,
     /// Prepended to queries before embedding, for a new store [default: the embedder's: "query: " for
-    /// hash and openai, none for minilm].
+    /// hash and openai, none for potion and minilm].
     #[arg(long, conflicts_with = "chroma_url")]
     pub query_prefix: Option<String>,
     /// Prepended to documents before embedding, for a new store [default: the embedder's: "passage: "
-    /// for hash and openai, none for minilm].
+    /// for hash and openai, none for potion and minilm].
     #[arg(long, conflicts_with = "chroma_url")]
     pub document_prefix: Option<String>,
     #[command(flatten)]
@@ -625,7 +629,7 @@ async fn run_suite(args: SuiteCmd) -> Result<bool, String> {
         repos: args.repos,
         reindex: args.reindex,
     };
-    let backend = SuiteSearch { reranker: args.rerank.reranker()?, retrieval: args.retrieval };
+    let backend = SuiteSearch { reranker: args.rerank.reranker()?, retrieval: args.retrieval, embedder: args.embedder };
     let report = rr_eval::suite::run(&options, &backend).await.map_err(|e| e.to_string())?;
     if let Some(path) = &args.json {
         let body = serde_json::to_vec_pretty(&rr_eval::suite::to_json(&report)).map_err(|e| e.to_string())?;
@@ -638,6 +642,7 @@ async fn run_suite(args: SuiteCmd) -> Result<bool, String> {
 /// The suite's repositories indexed by `index` and searched by `search`'s engine.
 struct SuiteSearch {
     retrieval: RetrievalArgs,
+    embedder: Option<String>,
     reranker: Option<std::sync::Arc<dyn rr_core::Reranker>>,
 }
 
@@ -645,8 +650,16 @@ struct SuiteSearch {
 impl rr_eval::suite::SuiteBackend for SuiteSearch {
     async fn index(&self, folder: &std::path::Path, store: &std::path::Path) -> Result<(), String> {
         // The command line `index <folder> --store <store>`, parsed as the binary parses it.
-        let words: [&std::ffi::OsStr; 5] =
-            ["repo-retriever".as_ref(), "index".as_ref(), folder.as_os_str(), "--store".as_ref(), store.as_os_str()];
+        let mut words: Vec<&std::ffi::OsStr> = vec![
+            "repo-retriever".as_ref(),
+            "index".as_ref(),
+            folder.as_os_str(),
+            "--store".as_ref(),
+            store.as_os_str(),
+        ];
+        if let Some(embedder) = &self.embedder {
+            words.extend([std::ffi::OsStr::new("--embedder"), std::ffi::OsStr::new(embedder)]);
+        }
         let Command::Index(args) = Cli::try_parse_from(words).map_err(|e| e.to_string())?.command else {
             return Err("`index` did not parse as the index command".into());
         };

@@ -396,6 +396,8 @@ fn issue4_prefixes_are_configurable_per_store() {
         serde_json::from_slice(&std::fs::read(store.path().join("repo-retriever.json")).unwrap()).unwrap();
     assert_eq!(settings["query_prefix"], "search_query: ");
     assert_eq!(settings["document_prefix"], "search_document: ");
+    // With no --embedder, a new store gets the built-in static model.
+    assert_eq!((settings["embedder"].as_str(), settings["dimension"].as_u64()), (Some("potion"), Some(256)));
     assert!(search(store.path(), "configuration", &["--limit", "1"]).starts_with("Found 1 relevant"));
     let out = run(&[
         "index",
