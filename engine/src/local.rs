@@ -399,7 +399,12 @@ fn index_settings(request: &IndexRequest) -> Result<StoreSettings, LocalError> {
     } else {
         std::fs::create_dir_all(&request.store)
             .map_err(|e| LocalError::new(format!("cannot create the store folder {}: {e}", request.store.display())))?;
-        read_settings(&request.store)?.unwrap_or_default()
+        match read_settings(&request.store)? {
+            Some(settings) => settings,
+            // A store written before settings files were kept holds `hash` vectors.
+            None if request.store.join(rr_embedded::DATABASE_FILE).exists() => StoreSettings::default(),
+            None => new_store_settings(DEFAULT_EMBEDDER, None)?,
+        }
     };
     // Asked for explicitly, a chunking replaces the store's: the record ids
     // differ, so the sync rewrites every record (deleting the old ones last).

@@ -66,7 +66,8 @@ const BM25_MRR: f64 = 0.7586309523809524;
 fn eval_compares_the_default_pipelines_on_the_fixture_query_set() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
-    index(&testdata_dir().join("corpus"), &store, &["--chunking", "reference"]);
+    // The deterministic lexical embedder pins the metric columns below.
+    index(&testdata_dir().join("corpus"), &store, &["--chunking", "reference", "--embedder", "hash"]);
     let json_path = tmp.path().join("out.json");
     let table = ok(&[
         "eval",
@@ -312,7 +313,7 @@ fn eval_generate_turns_the_fixture_doc_comments_into_queries() {
     index(&out.join("corpus"), &store, &[]);
     let table =
         ok(&["eval", "--queries", out.join("queries.jsonl").to_str().unwrap(), "--store", store.to_str().unwrap()]);
-    assert!(table.lines().nth(2).unwrap().starts_with("| hash dense | 18 | "), "{table}");
+    assert!(table.lines().nth(2).unwrap().starts_with("| potion dense | 18 | "), "{table}");
     let small = tmp.path().join("small");
     let printed = ok(&["eval", "generate", corpus.to_str().unwrap(), "--out", small.to_str().unwrap(), "--max", "4"]);
     assert!(printed.ends_with("queries: 18 distinct, 4 kept\n"), "{printed}");

@@ -100,7 +100,8 @@ fn issue4_dry_run_writes_nothing() {
 #[tokio::test]
 async fn issue4_embedded_search_matches_the_chroma_deployment() {
     let store = tempfile::tempdir().unwrap();
-    index(&corpus(), store.path(), &[]);
+    // The fixture deployment's vectors are the hash embedder's.
+    index(&corpus(), store.path(), &["--embedder", "hash"]);
     let mut mcp = Server::fixture().stdio().await;
     for (query, extra, args) in [
         (
@@ -396,8 +397,6 @@ fn issue4_prefixes_are_configurable_per_store() {
         serde_json::from_slice(&std::fs::read(store.path().join("repo-retriever.json")).unwrap()).unwrap();
     assert_eq!(settings["query_prefix"], "search_query: ");
     assert_eq!(settings["document_prefix"], "search_document: ");
-    // With no --embedder, a new store gets the built-in static model.
-    assert_eq!((settings["embedder"].as_str(), settings["dimension"].as_u64()), (Some("potion"), Some(256)));
     assert!(search(store.path(), "configuration", &["--limit", "1"]).starts_with("Found 1 relevant"));
     let out = run(&[
         "index",
@@ -435,7 +434,7 @@ fn failure(args: &[&str]) -> (Option<i32>, String) {
 #[test]
 fn search_rerank_reorders_the_embedded_store() {
     let store = tempfile::tempdir().unwrap();
-    index(&corpus(), store.path(), &[]);
+    index(&corpus(), store.path(), &["--embedder", "hash"]);
     let plain = search(store.path(), FUSION_QUERY, &["--mode", "dense", "--code-rank", "off"]);
     assert_eq!(first_file(&plain), "**File:** `internal/store/store.go#L10-L16`");
     let fused =
@@ -655,6 +654,10 @@ fn issue9_switching_the_chunking_rewrites_every_record() {
     let semantic_again = index_chunked(&corpus(), fresh.path(), &[]);
     assert_eq!(semantic_again["chunks_desired"].as_u64(), Some(desired), "{semantic_again}");
     assert_eq!(store_chunking(fresh.path()), "semantic");
+    // ... and the built-in static model, with no flag at all.
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(fresh.path().join("repo-retriever.json")).unwrap()).unwrap();
+    assert_eq!((settings["embedder"].as_str(), settings["dimension"].as_u64()), (Some("potion"), Some(256)));
 
     let (code, stderr) = failure(&["index", corpus().to_str().unwrap(), "--chunking", "fancy"]);
     assert_eq!(code, Some(2), "{stderr}");
