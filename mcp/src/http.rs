@@ -37,6 +37,7 @@ use serde_json::value::RawValue;
 use time::format_description::well_known::Rfc3339;
 use tokio::net::TcpListener;
 
+use crate::auth::{Access, Refusal};
 use crate::direct::{Direct, Served};
 use crate::frame::{self, KeptId, Verdict};
 
@@ -68,9 +69,30 @@ pub fn bind_address(value: &str) -> String {
     value.to_owned()
 }
 
-/// Binds the listener; falls back to IPv4 when the machine has no IPv6.
+/// Turns the `serve --http` value into a bind address: a bare port or
+/// `:port` listens on the loopback interface only, anything else is used
+/// as given.
+pub fn local_bind_address(value: &str) -> String {
+    let value = value.trim();
+    let port = value.strip_prefix(':').unwrap_or(value);
+    if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+        return format!("127.0.0.1:{port}");
+    }
+    value.to_owned()
+}
+
+/// Binds the listener of the drop-in (a bare port: every interface); falls
+/// back to IPv4 when the machine has no IPv6.
 pub async fn bind(value: &str) -> std::io::Result<TcpListener> {
-    let addr = bind_address(value);
+    bind_to(bind_address(value)).await
+}
+
+/// Binds the listener of `serve` (a bare port: 127.0.0.1).
+pub async fn bind_local(value: &str) -> std::io::Result<TcpListener> {
+    bind_to(local_bind_address(value)).await
+}
+
+async fn bind_to(addr: String) -> std::io::Result<TcpListener> {
     match TcpListener::bind(&addr).await {
         Ok(l) => Ok(l),
         Err(e) if addr.starts_with("[::]:") => {
@@ -93,10 +115,13 @@ impl LocalAddr {
 }
 
 /// HTTP options of the MCP endpoint.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct HttpOptions {
     /// Tool calls per minute per client address; `None` or 0: unlimited.
     pub rate_limit: Option<u32>,
+    /// Tokens and allowed origins (`serve`); `None`: neither is checked, and
+    /// the client's `Authorization` reaches the backends (the drop-in).
+    pub access: Option<Arc<Access>>,
 }
 
 /// The router: `/mcp` for MCP, 404 elsewhere, every request logged. The
@@ -149,6 +174,7 @@ pub struct App(Arc<AppInner>);
 
 struct AppInner {
     limiter: Option<RateLimiter>,
+    access: Option<Arc<Access>>,
     /// The direct path: plain requests without rmcp's per-request service.
     direct: Direct,
     rmcp: StreamableHttpService<McpServer, NeverSessionManager>,
@@ -174,7 +200,7 @@ impl App {
         let rmcp =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config);
         let limiter = options.rate_limit.filter(|n| *n > 0).map(RateLimiter::new);
-        App(Arc::new(AppInner { limiter, direct, rmcp }))
+        App(Arc::new(AppInner { limiter, access: options.access, direct, rmcp }))
     }
 
     /// Answers one request that came over `connection`, and logs it.
@@ -197,14 +223,30 @@ impl App {
         reply
     }
 
-    /// The checks of `/mcp`, in order: Host guard, body, framing, rate limit.
-    async fn endpoint<B>(&self, request: http::Request<B>, connection: Option<LocalAddr>) -> Reply
+    /// The checks of `/mcp`, in order: Host guard, origin and token, body,
+    /// framing, rate limit.
+    async fn endpoint<B>(&self, mut request: http::Request<B>, connection: Option<LocalAddr>) -> Reply
     where
         B: HttpBody<Data = Bytes> + Send + 'static,
         B::Error: Into<axum::BoxError>,
     {
         if let Some(refusal) = host_guard(&request, connection) {
             return refusal;
+        }
+        if let Some(access) = &self.0.access {
+            let headers = request.headers();
+            let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
+            let authorization = headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes);
+            match access.check(origin, authorization) {
+                Err(refusal) => return refused(&refusal),
+                Ok(role) => {
+                    // The token is this server's: it goes no further (not to a backend).
+                    request.headers_mut().remove(header::AUTHORIZATION);
+                    if let Some(role) = role {
+                        request.extensions_mut().insert(role);
+                    }
+                }
+            }
         }
         if request.method() != Method::POST {
             return buffered(self.0.rmcp.handle(request.map(Body::new)).await).await;
@@ -322,6 +364,16 @@ fn plain(status: StatusCode, message: &str) -> Reply {
     response
 }
 
+/// The answer to a request refused by [`Access::check`].
+fn refused(refusal: &Refusal) -> Reply {
+    let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
+    let mut response = plain(status, refusal.message);
+    if let Some(challenge) = refusal.challenge {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+    }
+    response
+}
+
 fn json(status: StatusCode, body: String) -> Reply {
     json_bytes(status, body.into_bytes())
 }
@@ -333,7 +385,7 @@ fn json_bytes(status: StatusCode, body: Vec<u8>) -> Reply {
     response
 }
 
-fn is_loopback_host(host: &str) -> bool {
+pub(crate) fn is_loopback_host(host: &str) -> bool {
     let bare = if let Some(rest) = host.strip_prefix('[') {
         rest.split_once(']').map_or(rest, |(h, _)| h)
     } else if host.matches(':').count() == 1 {
@@ -492,6 +544,10 @@ mod tests {
         assert_eq!(bind_address(":8080"), "[::]:8080");
         assert_eq!(bind_address("127.0.0.1:8080"), "127.0.0.1:8080");
         assert_eq!(bind_address("localhost:0"), "localhost:0");
+        assert_eq!(local_bind_address("8080"), "127.0.0.1:8080");
+        assert_eq!(local_bind_address(":8080"), "127.0.0.1:8080");
+        assert_eq!(local_bind_address("0.0.0.0:8080"), "0.0.0.0:8080");
+        assert_eq!(local_bind_address("[::]:8080"), "[::]:8080");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use rmcp::{RoleServer, ServerHandler};
 use rr_core::{ArgLimits, CallContext, SearchEngine};
 use serde_json::Value;
 
+use crate::auth::Role;
 use crate::search::{self, ErrorText, ToolLog, quote};
 
 /// The navigation tools and resources, as the MCP layer sees them. The
@@ -176,7 +177,24 @@ fn http_parts(context: &RequestContext<RoleServer>) -> (CallContext, Option<Tool
     (CallContext { authorization }, parts.extensions.get::<ToolLogSlot>().cloned())
 }
 
+/// The role of the token an HTTP request came with (`None`: no
+/// authentication, as over stdio).
+fn role(context: &RequestContext<RoleServer>) -> Option<Role> {
+    context.extensions.get::<http::request::Parts>()?.extensions.get::<Role>().copied()
+}
+
 impl McpServer {
+    /// Whether tool `name` is marked read-only (what a read-only token may call).
+    fn is_read_only(&self, name: &str) -> bool {
+        self.inner
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.annotations.as_ref())
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false)
+    }
+
     /// `version` is reported as `serverInfo.version`.
     pub fn builder(engine: SearchEngine, name: impl Into<String>, version: impl Into<String>) -> McpServerBuilder {
         McpServerBuilder {
@@ -320,6 +338,13 @@ impl ServerHandler for McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         if !self.inner.router.has_route(&request.name) {
             return Err(unknown_tool(&request.name));
+        }
+        if role(&context) == Some(Role::ReadOnly) && !self.is_read_only(&request.name) {
+            let text = format!(
+                "{} changes the index: it needs an admin token, and this token is read-only",
+                quote(&request.name)
+            );
+            return Ok(text_result(text, true).into());
         }
         self.inner.router.call(ToolCallContext::new(self, request, context)).await
     }

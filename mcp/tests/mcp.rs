@@ -166,7 +166,7 @@ async fn issue2_host_guard_depends_on_the_local_address_reached() {
 /// other addresses are not counted.
 #[tokio::test]
 async fn issue5_rate_limit_is_a_tool_error_with_a_retry_hint() {
-    let app = http::router(server(Arc::new(Hang::default())), HttpOptions { rate_limit: Some(2) });
+    let app = http::router(server(Arc::new(Hang::default())), HttpOptions { rate_limit: Some(2), ..HttpOptions::default() });
     let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"}}}"#;
     let local = "127.0.0.1:8080";
     let mut results = Vec::new();
