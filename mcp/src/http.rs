@@ -445,7 +445,10 @@ fn answer(verdict: Verdict, bytes: &[u8]) -> Reply {
             *response.status_mut() = StatusCode::ACCEPTED;
             response
         }
-        Verdict::Ignore => plain(StatusCode::BAD_REQUEST, "POST requires a non-empty body"),
+        Verdict::Ignore => json(
+            StatusCode::BAD_REQUEST,
+            frame::error_frame(None, frame::PARSE_ERROR, "parse error: the request body is empty"),
+        ),
         Verdict::Forward { .. } => plain(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
     }
 }
