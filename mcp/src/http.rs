@@ -47,6 +47,7 @@ const RMCP_UNDECODABLE: &[u8] = b"fail to deserialize request body";
 use crate::ratelimit::RateLimiter;
 use crate::search::{ToolLog, quote};
 use crate::server::{McpServer, ToolLogSlot, text_result};
+use crate::telemetry::Telemetry;
 use crate::timer::CoarseTimer;
 
 /// Request bodies above this are refused with 413.
@@ -122,6 +123,9 @@ pub struct HttpOptions {
     /// Tokens and allowed origins (`serve`); `None`: neither is checked, and
     /// the client's `Authorization` reaches the backends (the drop-in).
     pub access: Option<Arc<Access>>,
+    /// `/healthz`, `/readyz` and `/metrics` beside `/mcp` (`serve`); `None`:
+    /// every other path is 404 (the drop-in).
+    pub telemetry: Option<Telemetry>,
 }
 
 /// The router: `/mcp` for MCP, 404 elsewhere, every request logged. The
@@ -175,6 +179,7 @@ pub struct App(Arc<AppInner>);
 struct AppInner {
     limiter: Option<RateLimiter>,
     access: Option<Arc<Access>>,
+    telemetry: Option<Telemetry>,
     /// The direct path: plain requests without rmcp's per-request service.
     direct: Direct,
     rmcp: StreamableHttpService<McpServer, NeverSessionManager>,
@@ -200,7 +205,7 @@ impl App {
         let rmcp =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config);
         let limiter = options.rate_limit.filter(|n| *n > 0).map(RateLimiter::new);
-        App(Arc::new(AppInner { limiter, access: options.access, direct, rmcp }))
+        App(Arc::new(AppInner { limiter, access: options.access, telemetry: options.telemetry, direct, rmcp }))
     }
 
     /// Answers one request that came over `connection`, and logs it.
@@ -216,6 +221,11 @@ impl App {
         let reply = if uri.path() == "/mcp" {
             request.extensions_mut().insert(slot.clone());
             self.endpoint(request, connection).await
+        } else if let Some(telemetry) = &self.0.telemetry
+            && let Some(reply) =
+                status_reply(&method, uri.path(), request.headers(), telemetry, self.0.access.as_deref()).await
+        {
+            reply
         } else {
             plain(StatusCode::NOT_FOUND, "404 page not found")
         };
@@ -326,6 +336,83 @@ impl tower::Service<http::Request<Body>> for App {
         let app = self.clone();
         let connection = request.extensions().get::<ConnectInfo<LocalAddr>>().map(|c| c.0);
         Box::pin(async move { Ok(app.handle(request, connection).await.map(Full::new)) })
+    }
+}
+
+/// `/healthz` (the process answers), `/readyz` (the store can be read) and
+/// `/metrics` (Prometheus text; with tokens configured, it needs one, any
+/// role); `None` for any other path.
+async fn status_reply(
+    method: &Method,
+    path: &str,
+    headers: &http::HeaderMap,
+    telemetry: &Telemetry,
+    access: Option<&Access>,
+) -> Option<Reply> {
+    if !matches!(path, "/healthz" | "/readyz" | "/metrics") {
+        return None;
+    }
+    if method != Method::GET && method != Method::HEAD {
+        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return Some(response);
+    }
+    Some(match path {
+        "/healthz" => plain(StatusCode::OK, "ok"),
+        "/readyz" => match telemetry.ready().await {
+            Ok(()) => plain(StatusCode::OK, "ready"),
+            Err(e) => plain(StatusCode::SERVICE_UNAVAILABLE, &format!("not ready: {e}")),
+        },
+        _ => {
+            if let Some(access) = access {
+                let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
+                let authorization = headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes);
+                if let Err(refusal) = access.check(origin, authorization) {
+                    return Some(refused(&refusal));
+                }
+            }
+            let mut response = http::Response::new(Bytes::from(telemetry.render().await));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            response
+        }
+    })
+}
+
+/// Serves `/healthz`, `/readyz` and `/metrics` alone (`serve --metrics` of a
+/// stdio server), until the process ends.
+pub async fn serve_status(listener: TcpListener, telemetry: Telemetry) -> std::io::Result<()> {
+    let timer = CoarseTimer::start();
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let telemetry = telemetry.clone();
+        let timer = timer.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                let telemetry = telemetry.clone();
+                async move {
+                    let (method, path) = (request.method(), request.uri().path());
+                    let reply = match status_reply(method, path, request.headers(), &telemetry, None).await {
+                        Some(reply) => reply,
+                        None => plain(StatusCode::NOT_FOUND, "404 page not found"),
+                    };
+                    Ok::<_, Infallible>(reply.map(Full::new))
+                }
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(timer).header_read_timeout(HEADER_READ_TIMEOUT);
+            if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).await {
+                tracing::debug!(error = %e, "HTTP connection ended");
+            }
+        });
     }
 }
 

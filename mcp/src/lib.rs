@@ -32,6 +32,7 @@ pub mod ratelimit;
 pub mod search;
 pub mod server;
 pub mod stdio;
+pub mod telemetry;
 mod timer;
 
 pub use quote::{SHOWN_CHARS, shown};

@@ -359,6 +359,10 @@ pub struct ServeCmd {
     /// request whose Origin header is neither loopback nor listed is refused with 403.
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     pub allow_origins: Vec<String>,
+    /// Serve /healthz, /readyz and Prometheus /metrics on this address or port (a bare port:
+    /// 127.0.0.1) beside a stdio server; with --http they are on the HTTP listener.
+    #[arg(long, value_name = "ADDR|PORT", conflicts_with = "http")]
+    pub metrics: Option<String>,
     /// Search the named stores of this TOML/YAML file as one, instead of the embedded store.
     #[arg(long, conflicts_with = "store")]
     pub stores: Option<PathBuf>,
@@ -585,6 +589,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 config
             });
             let mut local_nav = None;
+            let mut store_status = None;
             let engine = match (&chroma, &args.stores) {
                 (Some(config), _) => crate::app::build_engine(config)?,
                 (None, Some(file)) => crate::stores::engine(file).map_err(|e| e.to_string())?,
@@ -593,6 +598,7 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                     let local =
                         local_services(&args.store.dir(), &args.retrieval.choice(), reranker, nav_config.clone())?;
                     local_nav = local.nav;
+                    store_status = Some(local.status);
                     local.engine
                 }
             };
@@ -604,11 +610,22 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             }
             let mut server = rr_mcp::McpServer::builder(engine, crate::app::NAME, crate::app::version_line())
                 .limits(limits)
-                .error_text(rr_mcp::ErrorText::Summary);
+                .error_text(rr_mcp::ErrorText::Summary)
+                .log_tool_durations(true);
             let mut options = rr_mcp::http::HttpOptions::default();
             if let Some((_, access)) = &listener {
                 options.access = Some(access.clone());
             }
+            let telemetry = if listener.is_some() || args.metrics.is_some() {
+                Some(rr_mcp::telemetry::Telemetry::install(store_status)?)
+            } else {
+                None
+            };
+            if let (Some(addr), Some(telemetry)) = (&args.metrics, &telemetry) {
+                let status = rr_mcp::http::bind_local(addr).await.map_err(|e| format!("--metrics {addr}: {e}"))?;
+                tokio::spawn(rr_mcp::http::serve_status(status, telemetry.clone()));
+            }
+            options.telemetry = telemetry;
             if let Some(config) = nav_config {
                 let nav = match (local_nav, &chroma) {
                     (Some(nav), _) => nav,
@@ -734,6 +751,8 @@ impl rr_eval::suite::SuiteBackend for SuiteSearch {
 pub struct LocalServices {
     pub engine: rr_core::SearchEngine,
     pub nav: Option<std::sync::Arc<crate::nav::NavService>>,
+    /// The store's figures for `/metrics` and `/readyz`.
+    pub status: std::sync::Arc<dyn rr_mcp::telemetry::StoreStatus>,
 }
 
 /// The search engine over the embedded store in `dir` and, given `nav`'s
@@ -748,8 +767,17 @@ pub fn local_services(
 ) -> Result<LocalServices, String> {
     let open = crate::local::open(dir).map_err(|e| e.to_string())?;
     let engine = crate::local::engine_over(&open, choice, reranker).map_err(|e| e.to_string())?;
+    let store = open.store.clone();
+    let status = std::sync::Arc::new(move || {
+        let namespaces = store.namespaces().map_err(|e| e.to_string())?;
+        let mut files = 0;
+        for namespace in &namespaces {
+            files += store.list_files(&namespace.namespace_id).map_err(|e| e.to_string())?.len() as u64;
+        }
+        Ok(rr_mcp::telemetry::StoreStats { chunks: store.len() as u64, files, repositories: namespaces.len() as u64 })
+    });
     let nav = nav.map(|config| crate::nav::NavService::open(dir, open.store, config)).transpose()?;
-    Ok(LocalServices { engine, nav })
+    Ok(LocalServices { engine, nav, status })
 }
 
 /// The drop-in configuration `serve --chroma-url …` describes, or `None`

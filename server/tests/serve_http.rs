@@ -200,3 +200,106 @@ async fn a_non_loopback_address_needs_tokens() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr, "Error: REPO_RETRIEVER_TOKENS, line 1: a token must be at least 16 characters long\n");
 }
+
+/// A `/metrics` scrape, parsed as Prometheus parses it.
+async fn scrape(base_url: &str, token: Option<&str>) -> prometheus_parse::Scrape {
+    let mut request = reqwest::Client::new().get(format!("{base_url}/metrics"));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// The value of the counter or gauge `name` (a prefix: the parser may drop `_total`) whose labels
+/// include `labels`; 0 when there is none yet.
+fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric.starts_with(name) && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .find_map(|s| match &s.value {
+            prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Gauge(v) => Some(*v),
+            prometheus_parse::Value::Untyped(v) if !s.metric.ends_with("_sum") => Some(*v),
+            _ => None,
+        })
+        .unwrap_or(0.0)
+}
+
+/// Observations of the tool-call latency histogram of `tool` (its `+Inf` bucket).
+fn observations(scrape: &prometheus_parse::Scrape, tool: &str) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "repo_retriever_tool_call_duration_seconds" && s.labels.get("tool") == Some(tool))
+        .find_map(|s| match &s.value {
+            prometheus_parse::Value::Histogram(buckets) => buckets.iter().map(|b| b.count).reduce(f64::max),
+            _ => None,
+        })
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics_that_move_with_the_calls() {
+    let (dir, tokens) = store_and_tokens();
+    let h = serve(dir.path(), &tokens, &[]).await;
+    let base = h.base_url().to_owned();
+    let get = |path: &str| reqwest::Client::new().get(format!("{base}{path}")).send();
+    let healthz = get("/healthz").await.unwrap();
+    assert_eq!((healthz.status().as_u16(), healthz.text().await.unwrap()), (200, "ok\n".to_owned()));
+    let readyz = get("/readyz").await.unwrap();
+    assert_eq!((readyz.status().as_u16(), readyz.text().await.unwrap()), (200, "ready\n".to_owned()));
+    // The scrape needs a token, as /mcp does.
+    let refused = get("/metrics").await.unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+
+    let before = scrape(&base, Some(READER)).await;
+    assert!(value(&before, "repo_retriever_store_chunks", &[]) > 0.0);
+    assert!(value(&before, "repo_retriever_store_files", &[]) > 0.0);
+    assert_eq!(value(&before, "repo_retriever_store_repositories", &[]), 1.0);
+
+    let reader = h.client_with_bearer(READER).await;
+    for _ in 0..2 {
+        assert!(!is_error(&reader.call_tool("search", json!({"query": "widget client"})).await));
+    }
+    assert!(is_error(&reader.call_tool("search", json!({"query": "x", "limit": 99})).await));
+    assert!(is_error(&reader.call_tool("add_repository", json!({"url": "https://github.com/octo/demo"})).await));
+    assert!(!is_error(&reader.call_tool("list_repositories", json!({})).await));
+
+    let after = scrape(&base, Some(ADMIN)).await;
+    let moved = |name: &str, labels: &[(&str, &str)]| value(&after, name, labels) - value(&before, name, labels);
+    assert_eq!(moved("repo_retriever_tool_calls", &[("tool", "search")]), 3.0);
+    assert_eq!(moved("repo_retriever_tool_calls", &[("tool", "list_repositories")]), 1.0);
+    assert_eq!(moved("repo_retriever_tool_errors", &[("tool", "search"), ("class", "invalid_arguments")]), 1.0);
+    assert_eq!(moved("repo_retriever_tool_errors", &[("tool", "add_repository"), ("class", "forbidden")]), 1.0);
+    assert_eq!(observations(&after, "search") - observations(&before, "search"), 3.0);
+
+    // The request log line names every tool call and its duration.
+    let logs = h.wait_logs(1).await;
+    let listed = logs.iter().find(|l| l["mcp"]["tool"] == "list_repositories").expect("a list_repositories line");
+    assert_eq!(listed["mcp"]["outcome"], "success", "{listed}");
+    assert!(listed["mcp"]["duration_ms"].as_f64().is_some(), "{listed}");
+    let searched = logs.iter().find(|l| l["mcp"]["tool"] == "search").expect("a search line");
+    assert!(searched["mcp"]["duration_ms"].as_f64().is_some() && searched["mcp"]["parameters"].is_object());
+}
+
+/// A stdio server with `--metrics`: the same endpoints on their own listener.
+#[tokio::test]
+async fn a_stdio_server_serves_metrics_on_its_own_address() {
+    let (dir, _) = store_and_tokens();
+    let store = dir.path().join("store");
+    let addr = format!("127.0.0.1:{}", support::free_port());
+    let mcp = Server::new().args(["serve", "--store", store.to_str().unwrap(), "--metrics", &addr]).stdio().await;
+    let base = format!("http://{addr}");
+    let result = mcp.call_tool("search", json!({"query": "widget client"})).await;
+    assert!(!is_error(&result), "{result}");
+    let scraped = scrape(&base, None).await;
+    assert_eq!(value(&scraped, "repo_retriever_tool_calls", &[("tool", "search")]), 1.0);
+    assert_eq!(observations(&scraped, "search"), 1.0);
+    let readyz = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(readyz.status().as_u16(), 200);
+    let mcp_path = reqwest::get(format!("{base}/mcp")).await.unwrap();
+    assert_eq!(mcp_path.status().as_u16(), 404);
+}
