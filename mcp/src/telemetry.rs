@@ -26,7 +26,7 @@ pub const STORE_CHUNKS: &str = "repo_retriever_store_chunks";
 pub const STORE_FILES: &str = "repo_retriever_store_files";
 pub const STORE_REPOSITORIES: &str = "repo_retriever_store_repositories";
 
-/// Latency buckets of a tool call, in seconds: a search of the embedded store takes milliseconds,
+/// Latency buckets of a tool or backend call, in seconds: a search of the embedded store takes milliseconds,
 /// one through remote backends or an `add_repository` clone may take many seconds.
 const DURATION_BUCKETS: [f64; 14] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
@@ -146,7 +146,8 @@ impl Telemetry {
         let handle = HANDLE
             .get_or_init(|| {
                 let recorder = PrometheusBuilder::new()
-                    .set_buckets_for_metric(Matcher::Full(TOOL_DURATION.into()), &DURATION_BUCKETS)
+                    // Tool calls and backend calls alike (`…_duration_seconds`).
+                    .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), &DURATION_BUCKETS)
                     .map_err(|e| format!("metrics: {e}"))?
                     .build_recorder();
                 let handle = recorder.handle();

@@ -617,7 +617,9 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 options.access = Some(access.clone());
             }
             let telemetry = if listener.is_some() || args.metrics.is_some() {
-                Some(rr_mcp::telemetry::Telemetry::install(store_status)?)
+                let telemetry = rr_mcp::telemetry::Telemetry::install(store_status)?;
+                rr_http::describe_metrics();
+                Some(telemetry)
             } else {
                 None
             };

@@ -303,3 +303,43 @@ async fn a_stdio_server_serves_metrics_on_its_own_address() {
     let mcp_path = reqwest::get(format!("{base}/mcp")).await.unwrap();
     assert_eq!(mcp_path.status().as_u16(), 404);
 }
+
+/// `serve --chroma-url` over HTTP: every backend call counts, by operation, with its retries,
+/// its failures by kind and its latency.
+#[tokio::test]
+async fn backend_calls_are_counted_by_operation() {
+    let f = support::fixture();
+    let serve = |embed_url: &str| {
+        Server::new()
+            .args(["serve", "--tools", "search", "--chroma-url", &f.chroma_url, "--collection-name", &f.collection])
+            .args(["--embedding-api-url", embed_url, "--embedding-model", support::EMBED_MODEL])
+            .env("CHROMA_REPO_SEARCH_RETRY_ATTEMPTS", "2")
+    };
+    let h = serve(&f.embed_url).http().await;
+    let client = h.client().await;
+    for _ in 0..2 {
+        assert!(!is_error(&client.call_tool("search", json!({"query": "widget client"})).await));
+    }
+    let scraped = scrape(h.base_url(), None).await;
+    let requests = |op: &str| value(&scraped, "repo_retriever_backend_requests", &[("operation", op)]);
+    assert_eq!(requests("embedding request"), 2.0);
+    assert_eq!(requests("Chroma query"), 2.0);
+    let timed = scraped.samples.iter().any(|s| {
+        s.metric == "repo_retriever_backend_request_duration_seconds"
+            && s.labels.get("operation") == Some("Chroma query")
+            && matches!(&s.value, prometheus_parse::Value::Histogram(b) if b.iter().any(|b| b.count == 2.0))
+    });
+    assert!(timed, "no latency histogram of the Chroma queries");
+
+    // An embedding endpoint that does not answer: one retry, then a transport failure.
+    let h = serve("http://127.0.0.1:9").http().await;
+    let failed = h.client().await.call_tool("search", json!({"query": "widget client"})).await;
+    assert!(is_error(&failed), "{failed}");
+    let scraped = scrape(h.base_url(), None).await;
+    let op = [("operation", "embedding request")];
+    assert_eq!(value(&scraped, "repo_retriever_backend_requests", &op), 1.0);
+    assert_eq!(value(&scraped, "repo_retriever_backend_retries", &op), 1.0);
+    let errors = [("operation", "embedding request"), ("kind", "transport")];
+    assert_eq!(value(&scraped, "repo_retriever_backend_errors", &errors), 1.0);
+    assert_eq!(value(&scraped, "repo_retriever_tool_errors", &[("tool", "search"), ("class", "backend")]), 1.0);
+}
