@@ -99,18 +99,54 @@ pub struct StoreStats {
     pub repositories: u64,
 }
 
-/// Reads the served store's figures; `Err` says why the store cannot be
-/// read (then `/readyz` answers 503). Called on a blocking thread.
+/// What `/metrics` and `/readyz` know of the served store.
+#[async_trait::async_trait]
 pub trait StoreStatus: Send + Sync + 'static {
-    fn stats(&self) -> Result<StoreStats, String>;
+    /// The store's figures; `None` when they are not counted (a remote store).
+    async fn stats(&self) -> Option<Result<StoreStats, String>>;
+    /// `Ok` when the store and its backends answer; `Err` says which does not.
+    async fn ready(&self) -> Result<(), String>;
 }
 
-impl<F> StoreStatus for F
+/// A local store whose figures `read` gives (called on a blocking thread):
+/// ready when they can be read.
+pub struct LocalStore<F>(pub F);
+
+#[async_trait::async_trait]
+impl<F> StoreStatus for LocalStore<F>
 where
-    F: Fn() -> Result<StoreStats, String> + Send + Sync + 'static,
+    F: Fn() -> Result<StoreStats, String> + Clone + Send + Sync + 'static,
 {
-    fn stats(&self) -> Result<StoreStats, String> {
-        self()
+    async fn stats(&self) -> Option<Result<StoreStats, String>> {
+        let read = self.0.clone();
+        Some(tokio::task::spawn_blocking(read).await.unwrap_or_else(|e| Err(e.to_string())))
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        self.stats().await.map_or(Ok(()), |stats| stats.map(drop))
+    }
+}
+
+/// Remote backends (Chroma, embedding and rerank endpoints, several
+/// stores): ready when a one-result search through them all succeeds,
+/// each backend within its own time-out and attempts.
+pub struct SearchProbe(pub rr_core::SearchEngine);
+
+/// The query of a readiness search.
+pub const PROBE_QUERY: &str = "readiness probe";
+
+#[async_trait::async_trait]
+impl StoreStatus for SearchProbe {
+    async fn stats(&self) -> Option<Result<StoreStats, String>> {
+        None
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        let args = rr_core::SearchArgs { query: PROBE_QUERY.into(), limit: 1, ..Default::default() };
+        let limits = rr_core::ArgLimits::default();
+        let ctx = rr_core::CallContext::default();
+        let outcome = crate::search::call_with(&self.0, args, &ctx, &limits, crate::ErrorText::Summary).await;
+        if outcome.is_error { Err(outcome.text) } else { Ok(()) }
     }
 }
 
@@ -169,15 +205,13 @@ impl Telemetry {
         Ok(Telemetry { handle, store })
     }
 
-    /// The store's figures, read on a blocking thread; `None` without a store.
-    async fn store_stats(&self) -> Option<Result<StoreStats, String>> {
-        let store = self.store.clone()?;
-        Some(tokio::task::spawn_blocking(move || store.stats()).await.unwrap_or_else(|e| Err(e.to_string())))
-    }
-
     /// The Prometheus text of a scrape, the store's gauges set first.
     pub async fn render(&self) -> String {
-        if let Some(Ok(stats)) = self.store_stats().await {
+        let stats = match &self.store {
+            Some(store) => store.stats().await,
+            None => None,
+        };
+        if let Some(Ok(stats)) = stats {
             metrics::gauge!(STORE_CHUNKS).set(stats.chunks as f64);
             metrics::gauge!(STORE_FILES).set(stats.files as f64);
             metrics::gauge!(STORE_REPOSITORIES).set(stats.repositories as f64);
@@ -185,11 +219,12 @@ impl Telemetry {
         self.handle.render()
     }
 
-    /// `Ok` when the server can answer: the store is readable.
+    /// `Ok` when the server can answer: the store, and the backends it
+    /// needs, answer.
     pub async fn ready(&self) -> Result<(), String> {
-        match self.store_stats().await {
-            None | Some(Ok(_)) => Ok(()),
-            Some(Err(e)) => Err(e),
+        match &self.store {
+            Some(store) => store.ready().await,
+            None => Ok(()),
         }
     }
 }

@@ -604,6 +604,11 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             };
             // Over a stores file the flag wins over its `per_file`.
             let engine = args.retrieval.selection.apply(engine);
+            if store_status.is_none() {
+                let probe: std::sync::Arc<dyn rr_mcp::telemetry::StoreStatus> =
+                    std::sync::Arc::new(rr_mcp::telemetry::SearchProbe(engine.clone()));
+                store_status = Some(probe);
+            }
             let mut limits = rr_core::ArgLimits::default();
             if let Some(max) = args.max_query_bytes {
                 limits.max_query_bytes = usize::try_from(max).unwrap_or(usize::MAX);
@@ -770,14 +775,14 @@ pub fn local_services(
     let open = crate::local::open(dir).map_err(|e| e.to_string())?;
     let engine = crate::local::engine_over(&open, choice, reranker).map_err(|e| e.to_string())?;
     let store = open.store.clone();
-    let status = std::sync::Arc::new(move || {
+    let status = std::sync::Arc::new(rr_mcp::telemetry::LocalStore(move || {
         let namespaces = store.namespaces().map_err(|e| e.to_string())?;
         let mut files = 0;
         for namespace in &namespaces {
             files += store.list_files(&namespace.namespace_id).map_err(|e| e.to_string())?.len() as u64;
         }
         Ok(rr_mcp::telemetry::StoreStats { chunks: store.len() as u64, files, repositories: namespaces.len() as u64 })
-    });
+    }));
     let nav = nav.map(|config| crate::nav::NavService::open(dir, open.store, config)).transpose()?;
     Ok(LocalServices { engine, nav, status })
 }

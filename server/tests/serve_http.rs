@@ -330,6 +330,9 @@ async fn backend_calls_are_counted_by_operation() {
             && matches!(&s.value, prometheus_parse::Value::Histogram(b) if b.iter().any(|b| b.count == 2.0))
     });
     assert!(timed, "no latency histogram of the Chroma queries");
+    // Ready: a one-result search went through Chroma and the embedding endpoint.
+    let readyz = reqwest::get(format!("{}/readyz", h.base_url())).await.unwrap();
+    assert_eq!((readyz.status().as_u16(), readyz.text().await.unwrap()), (200, "ready\n".to_owned()));
 
     // An embedding endpoint that does not answer: one retry, then a transport failure.
     let h = serve("http://127.0.0.1:9").http().await;
@@ -342,4 +345,10 @@ async fn backend_calls_are_counted_by_operation() {
     let errors = [("operation", "embedding request"), ("kind", "transport")];
     assert_eq!(value(&scraped, "repo_retriever_backend_errors", &errors), 1.0);
     assert_eq!(value(&scraped, "repo_retriever_tool_errors", &[("tool", "search"), ("class", "backend")]), 1.0);
+    // Not ready, and the answer says which backend does not answer (and no URL).
+    let readyz = reqwest::get(format!("{}/readyz", h.base_url())).await.unwrap();
+    let (status, text) = (readyz.status().as_u16(), readyz.text().await.unwrap());
+    assert_eq!(status, 503, "{text}");
+    assert!(text.starts_with("not ready: ") && text.contains("embedding request"), "{text}");
+    assert!(!text.contains("127.0.0.1"), "{text}");
 }
