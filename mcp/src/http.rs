@@ -6,8 +6,11 @@
 //! directly (`direct`, which says why and when), anything else through
 //! its stateless service. Around it, [`App`] does what an operator of the
 //! reference relies on: the log line (every path), then at `/mcp` the Host
-//! guard (DNS rebinding), the body cap and read timeout, the framing check
-//! of [`crate::frame`] and the rate limit of tool calls, in that order.
+//! guard (DNS rebinding), the origin and bearer token of `serve`
+//! ([`crate::auth`]; the drop-in checks neither), the body cap and read
+//! timeout, the framing check of [`crate::frame`] and the rate limit of
+//! tool calls, in that order. `serve` also answers `/healthz`, `/readyz`
+//! and `/metrics` ([`crate::telemetry`]); the drop-in answers 404 there.
 //! [`App`] is one hand-written service rather than axum middleware and
 //! routes: each `from_fn` layer and route clones the service below it and
 //! boxes a future per request, and the router adds extensions nobody reads.

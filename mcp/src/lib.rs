@@ -15,6 +15,8 @@
 //!   JSON-RPC error carrying the request's id when it can be read, and ids
 //!   rmcp cannot hold travel through it as their original text;
 //! - [`auth`], the bearer tokens and allowed origins of `serve --http`;
+//! - [`telemetry`], the Prometheus metrics of tool calls and the health and
+//!   readiness answers;
 //! - [`stdio`], newline-delimited JSON-RPC framing with a length cap and the
 //!   session gate of the reference (one `initialize`, then requests);
 //! - [`http`], rmcp's stateless Streamable HTTP service (JSON responses) in
