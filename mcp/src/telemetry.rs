@@ -65,6 +65,11 @@ impl ErrorClass {
 /// `--metrics`) a call records nothing and builds no labels.
 static ENABLED: AtomicBool = AtomicBool::new(false);
 
+/// Whether tool calls are counted (a recorder is installed).
+pub fn enabled() -> bool {
+    ENABLED.load(Ordering::Relaxed)
+}
+
 /// Counts one tool call that took `elapsed`, and its error when it failed.
 pub fn record_tool_call(tool: &str, elapsed: Duration, error: Option<ErrorClass>) {
     if !ENABLED.load(Ordering::Relaxed) {
