@@ -348,8 +348,8 @@ pub struct ServeCmd {
     pub http: Option<String>,
     /// Bearer tokens of --http, one `TOKEN ROLE` per line (ROLE: admin or read-only, read-only when
     /// absent; `#` starts a comment). Tokens in $REPO_RETRIEVER_TOKENS (same format, entries may be
-    /// comma-separated) are accepted too. Only admin tokens may call add_repository.
-    #[arg(long, value_name = "PATH", env = "REPO_RETRIEVER_TOKEN_FILE", requires = "http")]
+    /// comma-separated) are accepted too. Only admin tokens may call add_repository. Ignored over stdio.
+    #[arg(long, value_name = "PATH", env = "REPO_RETRIEVER_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
     /// Serve --http on a non-loopback address without tokens: anyone who reaches it may read the
     /// index and add repositories.
