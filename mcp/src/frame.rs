@@ -49,7 +49,8 @@ pub const INVALID_PARAMS: i64 = -32602;
 struct Envelope<'a> {
     #[serde(borrow, default)]
     jsonrpc: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    /// `Some("null")` for `"id": null`, which a plain `Option` would read as absent.
+    #[serde(borrow, default, deserialize_with = "present")]
     id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     method: Option<&'a RawValue>,
@@ -57,6 +58,11 @@ struct Envelope<'a> {
     result: Option<&'a RawValue>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
+}
+
+/// A field that is present, whatever its value (`null` included).
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<&'de RawValue>, D::Error> {
+    <&'de RawValue>::deserialize(deserializer).map(Some)
 }
 
 /// An id as the client wrote it, when rmcp cannot carry it: rmcp sees
@@ -198,7 +204,8 @@ pub fn screen(bytes: &[u8]) -> Result<Screened<'_>, Verdict> {
     screen_text(text, true)
 }
 
-/// Bytes that are not UTF-8: answered when the id can still be read.
+/// Bytes that are not UTF-8: a parse error, with the id when it can still
+/// be read (the bad bytes may be anywhere, a key included).
 fn not_utf8(bytes: &[u8]) -> Verdict {
     let lossy = String::from_utf8_lossy(bytes);
     let text = lossy.trim_matches(|c: char| c.is_ascii_whitespace());
@@ -206,10 +213,12 @@ fn not_utf8(bytes: &[u8]) -> Verdict {
         return Verdict::Ignore;
     }
     match screen_text(text, false) {
-        Ok(_) => Verdict::Ignore,
+        Ok(_) => Verdict::Answer(error_frame(None, PARSE_ERROR, NOT_UTF8)),
         Err(verdict) => verdict,
     }
 }
+
+const NOT_UTF8: &str = "parse error: the message is not valid UTF-8";
 
 fn screen_text(text: &str, utf8: bool) -> Result<Screened<'_>, Verdict> {
     // A derived struct would also read a JSON array, field by field.
@@ -226,10 +235,7 @@ fn screen_text(text: &str, utf8: bool) -> Result<Screened<'_>, Verdict> {
     };
     let answer = |code: i64, message: &str| Err(Verdict::Answer(error_frame(readable_id, code, message)));
     if !utf8 {
-        return match id {
-            Some(_) => answer(PARSE_ERROR, "parse error: the message is not valid UTF-8"),
-            None => Err(Verdict::Ignore),
-        };
+        return answer(PARSE_ERROR, NOT_UTF8);
     }
     if envelope.jsonrpc.map(RawValue::get) != Some("\"2.0\"") {
         return answer(INVALID_REQUEST, "invalid request: \"jsonrpc\" must be \"2.0\"");
@@ -242,6 +248,11 @@ fn screen_text(text: &str, utf8: bool) -> Result<Screened<'_>, Verdict> {
         Some(Err(_)) => return answer(INVALID_REQUEST, "invalid request: \"method\" must be a string"),
         None => None,
     };
+    // `"id": null` is neither a request (its id must be a string or a number) nor a
+    // notification (which has no id member): answered, not run unanswered.
+    if method.is_some() && envelope.id.is_some_and(|raw| raw.get() == "null") {
+        return answer(INVALID_REQUEST, "invalid request: \"id\" must be a string or a number, not null");
+    }
     match (&method, id) {
         (None, None) => return Err(Verdict::Ignore),
         (None, Some(_)) if envelope.result.is_none() && envelope.error.is_none() => {

@@ -6,8 +6,11 @@
 //! directly (`direct`, which says why and when), anything else through
 //! its stateless service. Around it, [`App`] does what an operator of the
 //! reference relies on: the log line (every path), then at `/mcp` the Host
-//! guard (DNS rebinding), the body cap and read timeout, the framing check
-//! of [`crate::frame`] and the rate limit of tool calls, in that order.
+//! guard (DNS rebinding), the origin and bearer token of `serve`
+//! ([`crate::auth`]; the drop-in checks neither), the body cap and read
+//! timeout, the framing check of [`crate::frame`] and the rate limit of
+//! tool calls, in that order. `serve` also answers `/healthz`, `/readyz`
+//! and `/metrics` ([`crate::telemetry`]); the drop-in answers 404 there.
 //! [`App`] is one hand-written service rather than axum middleware and
 //! routes: each `from_fn` layer and route clones the service below it and
 //! boxes a future per request, and the router adds extensions nobody reads.
@@ -37,6 +40,7 @@ use serde_json::value::RawValue;
 use time::format_description::well_known::Rfc3339;
 use tokio::net::TcpListener;
 
+use crate::auth::{Access, Refusal};
 use crate::direct::{Direct, Served};
 use crate::frame::{self, KeptId, Verdict};
 
@@ -46,6 +50,7 @@ const RMCP_UNDECODABLE: &[u8] = b"fail to deserialize request body";
 use crate::ratelimit::RateLimiter;
 use crate::search::{ToolLog, quote};
 use crate::server::{McpServer, ToolLogSlot, text_result};
+use crate::telemetry::Telemetry;
 use crate::timer::CoarseTimer;
 
 /// Request bodies above this are refused with 413.
@@ -68,9 +73,30 @@ pub fn bind_address(value: &str) -> String {
     value.to_owned()
 }
 
-/// Binds the listener; falls back to IPv4 when the machine has no IPv6.
+/// Turns the `serve --http` value into a bind address: a bare port or
+/// `:port` listens on the loopback interface only, anything else is used
+/// as given.
+pub fn local_bind_address(value: &str) -> String {
+    let value = value.trim();
+    let port = value.strip_prefix(':').unwrap_or(value);
+    if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) {
+        return format!("127.0.0.1:{port}");
+    }
+    value.to_owned()
+}
+
+/// Binds the listener of the drop-in (a bare port: every interface); falls
+/// back to IPv4 when the machine has no IPv6.
 pub async fn bind(value: &str) -> std::io::Result<TcpListener> {
-    let addr = bind_address(value);
+    bind_to(bind_address(value)).await
+}
+
+/// Binds the listener of `serve` (a bare port: 127.0.0.1).
+pub async fn bind_local(value: &str) -> std::io::Result<TcpListener> {
+    bind_to(local_bind_address(value)).await
+}
+
+async fn bind_to(addr: String) -> std::io::Result<TcpListener> {
     match TcpListener::bind(&addr).await {
         Ok(l) => Ok(l),
         Err(e) if addr.starts_with("[::]:") => {
@@ -93,10 +119,16 @@ impl LocalAddr {
 }
 
 /// HTTP options of the MCP endpoint.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct HttpOptions {
     /// Tool calls per minute per client address; `None` or 0: unlimited.
     pub rate_limit: Option<u32>,
+    /// Tokens and allowed origins (`serve`); `None`: neither is checked, and
+    /// the client's `Authorization` reaches the backends (the drop-in).
+    pub access: Option<Arc<Access>>,
+    /// `/healthz`, `/readyz` and `/metrics` beside `/mcp` (`serve`); `None`:
+    /// every other path is 404 (the drop-in).
+    pub telemetry: Option<Telemetry>,
 }
 
 /// The router: `/mcp` for MCP, 404 elsewhere, every request logged. The
@@ -149,6 +181,8 @@ pub struct App(Arc<AppInner>);
 
 struct AppInner {
     limiter: Option<RateLimiter>,
+    access: Option<Arc<Access>>,
+    telemetry: Option<Telemetry>,
     /// The direct path: plain requests without rmcp's per-request service.
     direct: Direct,
     rmcp: StreamableHttpService<McpServer, NeverSessionManager>,
@@ -174,7 +208,7 @@ impl App {
         let rmcp =
             StreamableHttpService::new(move || Ok(server.clone()), Arc::new(NeverSessionManager::default()), config);
         let limiter = options.rate_limit.filter(|n| *n > 0).map(RateLimiter::new);
-        App(Arc::new(AppInner { limiter, direct, rmcp }))
+        App(Arc::new(AppInner { limiter, access: options.access, telemetry: options.telemetry, direct, rmcp }))
     }
 
     /// Answers one request that came over `connection`, and logs it.
@@ -190,6 +224,11 @@ impl App {
         let reply = if uri.path() == "/mcp" {
             request.extensions_mut().insert(slot.clone());
             self.endpoint(request, connection).await
+        } else if let Some(telemetry) = &self.0.telemetry
+            && let Some(reply) =
+                status_reply(&method, uri.path(), request.headers(), telemetry, self.0.access.as_deref()).await
+        {
+            reply
         } else {
             plain(StatusCode::NOT_FOUND, "404 page not found")
         };
@@ -197,14 +236,30 @@ impl App {
         reply
     }
 
-    /// The checks of `/mcp`, in order: Host guard, body, framing, rate limit.
-    async fn endpoint<B>(&self, request: http::Request<B>, connection: Option<LocalAddr>) -> Reply
+    /// The checks of `/mcp`, in order: Host guard, origin and token, body,
+    /// framing, rate limit.
+    async fn endpoint<B>(&self, mut request: http::Request<B>, connection: Option<LocalAddr>) -> Reply
     where
         B: HttpBody<Data = Bytes> + Send + 'static,
         B::Error: Into<axum::BoxError>,
     {
         if let Some(refusal) = host_guard(&request, connection) {
             return refusal;
+        }
+        if let Some(access) = &self.0.access {
+            let headers = request.headers();
+            let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
+            let authorization = headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes);
+            match access.check(origin, authorization) {
+                Err(refusal) => return refused(&refusal),
+                Ok(role) => {
+                    // The token is this server's: it goes no further (not to a backend).
+                    request.headers_mut().remove(header::AUTHORIZATION);
+                    if let Some(role) = role {
+                        request.extensions_mut().insert(role);
+                    }
+                }
+            }
         }
         if request.method() != Method::POST {
             return buffered(self.0.rmcp.handle(request.map(Body::new)).await).await;
@@ -287,6 +342,83 @@ impl tower::Service<http::Request<Body>> for App {
     }
 }
 
+/// `/healthz` (the process answers), `/readyz` (the store can be read) and
+/// `/metrics` (Prometheus text; with tokens configured, it needs one, any
+/// role); `None` for any other path.
+async fn status_reply(
+    method: &Method,
+    path: &str,
+    headers: &http::HeaderMap,
+    telemetry: &Telemetry,
+    access: Option<&Access>,
+) -> Option<Reply> {
+    if !matches!(path, "/healthz" | "/readyz" | "/metrics") {
+        return None;
+    }
+    if method != Method::GET && method != Method::HEAD {
+        let mut response = plain(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+        response.headers_mut().insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return Some(response);
+    }
+    Some(match path {
+        "/healthz" => plain(StatusCode::OK, "ok"),
+        "/readyz" => match telemetry.ready().await {
+            Ok(()) => plain(StatusCode::OK, "ready"),
+            Err(e) => plain(StatusCode::SERVICE_UNAVAILABLE, &format!("not ready: {e}")),
+        },
+        _ => {
+            if let Some(access) = access {
+                let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
+                let authorization = headers.get(header::AUTHORIZATION).map(HeaderValue::as_bytes);
+                if let Err(refusal) = access.check(origin, authorization) {
+                    return Some(refused(&refusal));
+                }
+            }
+            let mut response = http::Response::new(Bytes::from(telemetry.render().await));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"));
+            response
+        }
+    })
+}
+
+/// Serves `/healthz`, `/readyz` and `/metrics` alone (`serve --metrics` of a
+/// stdio server), until the process ends.
+pub async fn serve_status(listener: TcpListener, telemetry: Telemetry) -> std::io::Result<()> {
+    let timer = CoarseTimer::start();
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::debug!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let telemetry = telemetry.clone();
+        let timer = timer.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
+                let telemetry = telemetry.clone();
+                async move {
+                    let (method, path) = (request.method(), request.uri().path());
+                    let reply = match status_reply(method, path, request.headers(), &telemetry, None).await {
+                        Some(reply) => reply,
+                        None => plain(StatusCode::NOT_FOUND, "404 page not found"),
+                    };
+                    Ok::<_, Infallible>(reply.map(Full::new))
+                }
+            });
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder.timer(timer).header_read_timeout(HEADER_READ_TIMEOUT);
+            if let Err(e) = builder.serve_connection(TokioIo::new(stream), service).await {
+                tracing::debug!(error = %e, "HTTP connection ended");
+            }
+        });
+    }
+}
+
 /// [`App`] on one accepted connection, as hyper calls it.
 #[derive(Clone)]
 struct Connection {
@@ -322,6 +454,16 @@ fn plain(status: StatusCode, message: &str) -> Reply {
     response
 }
 
+/// The answer to a request refused by [`Access::check`].
+fn refused(refusal: &Refusal) -> Reply {
+    let status = StatusCode::from_u16(refusal.status).unwrap_or(StatusCode::FORBIDDEN);
+    let mut response = plain(status, refusal.message);
+    if let Some(challenge) = refusal.challenge {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static(challenge));
+    }
+    response
+}
+
 fn json(status: StatusCode, body: String) -> Reply {
     json_bytes(status, body.into_bytes())
 }
@@ -333,7 +475,7 @@ fn json_bytes(status: StatusCode, body: Vec<u8>) -> Reply {
     response
 }
 
-fn is_loopback_host(host: &str) -> bool {
+pub(crate) fn is_loopback_host(host: &str) -> bool {
     let bare = if let Some(rest) = host.strip_prefix('[') {
         rest.split_once(']').map_or(rest, |(h, _)| h)
     } else if host.matches(':').count() == 1 {
@@ -393,7 +535,10 @@ fn answer(verdict: Verdict, bytes: &[u8]) -> Reply {
             *response.status_mut() = StatusCode::ACCEPTED;
             response
         }
-        Verdict::Ignore => plain(StatusCode::BAD_REQUEST, "POST requires a non-empty body"),
+        Verdict::Ignore => json(
+            StatusCode::BAD_REQUEST,
+            frame::error_frame(None, frame::PARSE_ERROR, "parse error: the request body is empty"),
+        ),
         Verdict::Forward { .. } => plain(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error"),
     }
 }
@@ -492,6 +637,10 @@ mod tests {
         assert_eq!(bind_address(":8080"), "[::]:8080");
         assert_eq!(bind_address("127.0.0.1:8080"), "127.0.0.1:8080");
         assert_eq!(bind_address("localhost:0"), "localhost:0");
+        assert_eq!(local_bind_address("8080"), "127.0.0.1:8080");
+        assert_eq!(local_bind_address(":8080"), "127.0.0.1:8080");
+        assert_eq!(local_bind_address("0.0.0.0:8080"), "0.0.0.0:8080");
+        assert_eq!(local_bind_address("[::]:8080"), "[::]:8080");
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //!   beyond 64 bits or fractional, a wrong `jsonrpc` tag, batches) gets a
 //!   JSON-RPC error carrying the request's id when it can be read, and ids
 //!   rmcp cannot hold travel through it as their original text;
+//! - [`auth`], the bearer tokens and allowed origins of `serve --http`;
+//! - [`telemetry`], the Prometheus metrics of tool calls and the health and
+//!   readiness answers;
 //! - [`stdio`], newline-delimited JSON-RPC framing with a length cap and the
 //!   session gate of the reference (one `initialize`, then requests);
 //! - [`http`], rmcp's stateless Streamable HTTP service (JSON responses) in
@@ -22,6 +25,7 @@
 //!   the plain requests among them (a tool call, a listing, a ping) reach
 //!   the handler directly, without the service rmcp starts per request.
 
+pub mod auth;
 mod direct;
 pub mod frame;
 pub mod http;
@@ -30,6 +34,7 @@ pub mod ratelimit;
 pub mod search;
 pub mod server;
 pub mod stdio;
+pub mod telemetry;
 mod timer;
 
 pub use quote::{SHOWN_CHARS, shown};

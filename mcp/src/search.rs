@@ -78,7 +78,9 @@ pub fn definition() -> Tool {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ToolLog {
     pub tool: String,
-    pub parameters: SearchArgs,
+    /// `search`'s arguments (the only tool the drop-in serves).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<SearchArgs>,
     pub outcome: &'static str,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub error: String,
@@ -86,7 +88,14 @@ pub struct ToolLog {
     pub response_content_bytes: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub documents_found: Option<usize>,
+    /// The tool call's own time in milliseconds (`serve`; the drop-in's line has the request's only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<f64>,
 }
+
+/// The log's `error` for a search whose backend failed: the backend's text
+/// may quote a response body, and stays out of logs.
+pub const BACKEND_FAILURE: &str = "repository content search failed";
 
 fn is_zero(v: &usize) -> bool {
     *v == 0
@@ -122,7 +131,7 @@ pub async fn call_with(
     limits: &ArgLimits,
     errors: ErrorText,
 ) -> ToolOutcome {
-    let mut log = ToolLog { tool: TOOL_NAME.into(), parameters: args.normalized(), ..Default::default() };
+    let mut log = ToolLog { tool: TOOL_NAME.into(), parameters: Some(args.normalized()), ..Default::default() };
     let request = match args.validate_within(limits) {
         Ok(r) => r,
         Err(e) => {
@@ -157,7 +166,7 @@ pub async fn call_with(
             };
             log.outcome = "error";
             // The backend's text may quote a response body: keep it out of logs.
-            log.error = "repository content search failed".into();
+            log.error = BACKEND_FAILURE.into();
             log.response_content_bytes = text.len();
             ToolOutcome { text, is_error: true, log }
         }

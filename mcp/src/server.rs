@@ -17,7 +17,11 @@ use rmcp::{RoleServer, ServerHandler};
 use rr_core::{ArgLimits, CallContext, SearchEngine};
 use serde_json::Value;
 
+use std::time::Instant;
+
+use crate::auth::Role;
 use crate::search::{self, ErrorText, ToolLog, quote};
+use crate::telemetry::{self, ErrorClass, ErrorSlot};
 
 /// The navigation tools and resources, as the MCP layer sees them. The
 /// implementation validates its own arguments: its texts are the contract's.
@@ -48,6 +52,10 @@ impl ToolLogSlot {
     fn put(&self, log: ToolLog) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(log);
     }
+    /// Changes the log fields, an empty set when none were put.
+    fn amend(&self, change: impl FnOnce(&mut ToolLog)) {
+        change(self.0.lock().unwrap_or_else(PoisonError::into_inner).get_or_insert_with(ToolLog::default));
+    }
 }
 
 /// The version answered when the client asks for one this server does not
@@ -61,6 +69,7 @@ struct Inner {
     limits: ArgLimits,
     errors: ErrorText,
     nav: Option<Arc<dyn Navigation>>,
+    log_durations: bool,
     /// `tools/list` order: `search`, then the navigation tools.
     tools: Vec<Tool>,
     router: ToolRouter<McpServer>,
@@ -87,9 +96,18 @@ pub struct McpServerBuilder {
     limits: ArgLimits,
     errors: ErrorText,
     nav: Option<Arc<dyn Navigation>>,
+    log_durations: bool,
 }
 
 impl McpServerBuilder {
+    /// Every tool call gets its fields in the HTTP request log line, with its
+    /// duration (`mcp.duration_ms`); without it only `search` is logged, with
+    /// the reference's fields (the drop-in).
+    pub fn log_tool_durations(mut self, on: bool) -> Self {
+        self.log_durations = on;
+        self
+    }
+
     /// How failed searches read (the reference's wording by default).
     pub fn error_text(mut self, errors: ErrorText) -> Self {
         self.errors = errors;
@@ -136,6 +154,7 @@ impl McpServerBuilder {
                 limits: self.limits,
                 errors: self.errors,
                 nav: self.nav,
+                log_durations: self.log_durations,
                 tools,
                 router,
             }),
@@ -176,7 +195,24 @@ fn http_parts(context: &RequestContext<RoleServer>) -> (CallContext, Option<Tool
     (CallContext { authorization }, parts.extensions.get::<ToolLogSlot>().cloned())
 }
 
+/// The role of the token an HTTP request came with (`None`: no
+/// authentication, as over stdio).
+fn role(context: &RequestContext<RoleServer>) -> Option<Role> {
+    context.extensions.get::<http::request::Parts>()?.extensions.get::<Role>().copied()
+}
+
 impl McpServer {
+    /// Whether tool `name` is marked read-only (what a read-only token may call).
+    fn is_read_only(&self, name: &str) -> bool {
+        self.inner
+            .tools
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.annotations.as_ref())
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false)
+    }
+
     /// `version` is reported as `serverInfo.version`.
     pub fn builder(engine: SearchEngine, name: impl Into<String>, version: impl Into<String>) -> McpServerBuilder {
         McpServerBuilder {
@@ -186,6 +222,7 @@ impl McpServer {
             limits: ArgLimits::default(),
             errors: ErrorText::Reference,
             nav: None,
+            log_durations: false,
         }
     }
 
@@ -214,9 +251,13 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let (ctx, slot) = http_parts(&context);
+        let errors = context.extensions.get::<ErrorSlot>().cloned().unwrap_or_default();
         let args = match search::validate_arguments(arguments.as_ref()) {
             Ok(args) => args,
-            Err(text) => return Ok(text_result(text, true).into()),
+            Err(text) => {
+                errors.set(ErrorClass::InvalidArguments);
+                return Ok(text_result(text, true).into());
+            }
         };
         let inner = &self.inner;
         // Dropping the search future stops it: its backend requests are
@@ -225,6 +266,10 @@ impl McpServer {
             outcome = search::call_with(&inner.engine, args, &ctx, &inner.limits, inner.errors) => outcome,
             _ = context.ct.cancelled() => return Err(cancelled()),
         };
+        if outcome.is_error {
+            let backend = outcome.log.error == search::BACKEND_FAILURE;
+            errors.set(if backend { ErrorClass::Backend } else { ErrorClass::InvalidArguments });
+        }
         if let Some(slot) = slot {
             slot.put(outcome.log);
         }
@@ -238,6 +283,7 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let Some(nav) = &self.inner.nav else { return Err(unknown_tool(name)) };
+        let errors = context.extensions.get::<ErrorSlot>().cloned().unwrap_or_default();
         let arguments = arguments.map(Value::Object);
         let result = tokio::select! {
             result = nav.call(name, arguments.as_ref()) => result,
@@ -245,7 +291,10 @@ impl McpServer {
         };
         match result {
             Some(Ok(text)) => Ok(text_result(text, false).into()),
-            Some(Err(text)) => Ok(text_result(text, true).into()),
+            Some(Err(text)) => {
+                errors.set(ErrorClass::Tool);
+                Ok(text_result(text, true).into())
+            }
             None => Err(unknown_tool(name)),
         }
     }
@@ -318,10 +367,57 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let started = Instant::now();
         if !self.inner.router.has_route(&request.name) {
+            // Not the client's name: a label per unknown name would grow without bound.
+            telemetry::record_tool_call("(unknown)", started.elapsed(), Some(ErrorClass::Protocol));
             return Err(unknown_tool(&request.name));
         }
-        self.inner.router.call(ToolCallContext::new(self, request, context)).await
+        let role = role(&context);
+        if role.is_none() && !self.inner.log_durations && !telemetry::enabled() {
+            // The drop-in: nothing to check, count or log beyond the search's own fields.
+            return self.inner.router.call(ToolCallContext::new(self, request, context)).await;
+        }
+        let tool = request.name.to_string();
+        let log_slot = if self.inner.log_durations { http_parts(&context).1 } else { None };
+        let response = if role == Some(Role::ReadOnly) && !self.is_read_only(&tool) {
+            let text =
+                format!("{} changes the index: it needs an admin token, and this token is read-only", quote(&tool));
+            Err(text_result(text, true))
+        } else {
+            Ok(())
+        };
+        let (response, error) = match response {
+            Err(refusal) => (Ok(refusal.into()), Some(ErrorClass::Forbidden)),
+            Ok(()) => {
+                let errors = ErrorSlot::default();
+                let mut context = context;
+                context.extensions.insert(errors.clone());
+                let response = self.inner.router.call(ToolCallContext::new(self, request, context)).await;
+                let error = match &response {
+                    Err(e) if e.code == cancelled().code => Some(ErrorClass::Cancelled),
+                    Err(_) => Some(ErrorClass::Protocol),
+                    Ok(_) => errors.take(),
+                };
+                (response, error)
+            }
+        };
+        let elapsed = started.elapsed();
+        telemetry::record_tool_call(&tool, elapsed, error);
+        if let Some(log_slot) = log_slot {
+            log_slot.amend(|log| {
+                if log.tool.is_empty() {
+                    log.tool = tool.clone();
+                    log.outcome = if error.is_some() { "error" } else { "success" };
+                    if let Ok(CallToolResponse::Complete(result)) = &response {
+                        log.response_content_bytes =
+                            result.content.iter().filter_map(|c| c.as_text()).map(|t| t.text.len()).sum();
+                    }
+                }
+                log.duration_ms = Some(elapsed.as_secs_f64() * 1000.0);
+            });
+        }
+        response
     }
 
     // The drop-in has no resources and no prompts; it still answers the

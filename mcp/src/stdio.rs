@@ -219,7 +219,7 @@ struct Gate {
 }
 
 impl Gate {
-    /// `Err` is the message of a code-0 error answering the request; `Ok(false)`
+    /// `Err` is the message of an invalid-request error answering the request; `Ok(false)`
     /// drops a notification or response that rmcp cannot take yet.
     fn admit(&mut self, message: &ClientJsonRpcMessage) -> Result<bool, String> {
         match message {
@@ -382,7 +382,7 @@ async fn run(
             Ok(true) => {}
             Ok(false) => continue,
             Err(text) => {
-                let _ = out.send(Outgoing::raw(frame::error_frame(id.as_deref(), 0, &text)));
+                let _ = out.send(Outgoing::raw(frame::error_frame(id.as_deref(), frame::INVALID_REQUEST, &text)));
                 continue;
             }
         }

@@ -82,7 +82,11 @@ impl Session {
     }
 
     async fn send(&mut self, line: &str) {
-        self.input.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        self.send_bytes(line.as_bytes()).await;
+    }
+
+    async fn send_bytes(&mut self, line: &[u8]) {
+        self.input.write_all(&[line, b"\n"].concat()).await.unwrap();
     }
 
     async fn next(&mut self) -> Value {
@@ -121,6 +125,70 @@ async fn issue10_cancellation_stops_the_running_search() {
     s.send(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#).await;
     // The next frame answers the ping: the cancelled request gets none.
     assert_eq!(s.next().await, json!({"jsonrpc": "2.0", "id": 2, "result": {}}));
+}
+
+/// The error code and id of a JSON-RPC error frame.
+fn code_and_id(frame: &Value) -> (i64, Value) {
+    (frame["error"]["code"].as_i64().unwrap_or_else(|| panic!("not an error: {frame}")), frame["id"].clone())
+}
+
+/// Bytes that are not UTF-8, a key among them.
+const NOT_UTF8_KEY: &[u8] = b"{\"jsonrpc\":\"2.0\",\"i\xffd\":3,\"method\":\"ping\"}";
+const NOT_UTF8_METHOD_KEY: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":4,\"met\xffhod\":\"ping\"}";
+const NULL_ID: &str = r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#;
+
+/// Messages a fuzzer found answered wrongly or not at all, over stdio: each gets a JSON-RPC error
+/// with a JSON-RPC code, and the session goes on.
+#[tokio::test]
+async fn stdio_protocol_edges_get_json_rpc_errors() {
+    let mut s = Session::start(server(Arc::new(Hang::default())));
+    s.send(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#).await;
+    assert_eq!(code_and_id(&s.next().await), (-32600, json!(1)), "tools/list before initialize");
+    s.send(INITIALIZE).await;
+    assert_eq!(s.next().await["id"], 0);
+    s.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await;
+    s.send(&INITIALIZE.replace(r#""id":0"#, r#""id":2"#)).await;
+    let duplicate = s.next().await;
+    assert_eq!(code_and_id(&duplicate), (-32600, json!(2)));
+    assert_eq!(duplicate["error"]["message"], "duplicate \"initialize\" received");
+    s.send_bytes(NOT_UTF8_KEY).await;
+    let frame = s.next().await;
+    assert_eq!(code_and_id(&frame), (-32700, Value::Null), "{frame}");
+    assert_eq!(frame["error"]["message"], "parse error: the message is not valid UTF-8");
+    s.send_bytes(NOT_UTF8_METHOD_KEY).await;
+    assert_eq!(code_and_id(&s.next().await), (-32700, json!(4)));
+    s.send(NULL_ID).await;
+    let frame = s.next().await;
+    assert_eq!(code_and_id(&frame), (-32600, Value::Null), "{frame}");
+    assert_eq!(frame["error"]["message"], "invalid request: \"id\" must be a string or a number, not null");
+    s.send(PING).await;
+    assert_eq!(s.next().await, json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+}
+
+/// The same messages over HTTP, and an empty body: a JSON-RPC error (status 400), never plain
+/// text or nothing.
+#[tokio::test]
+async fn http_protocol_edges_get_json_rpc_errors() {
+    let app = http::router(server(Arc::new(Hang::default())), HttpOptions::default());
+    let local = "127.0.0.1:8080";
+    let cases: [(&[u8], i64, Value); 5] = [
+        (b"", -32700, Value::Null),
+        (b" \n ", -32700, Value::Null),
+        (NOT_UTF8_KEY, -32700, Value::Null),
+        (NOT_UTF8_METHOD_KEY, -32700, json!(4)),
+        (NULL_ID.as_bytes(), -32600, Value::Null),
+    ];
+    for (body, code, id) in cases {
+        let mut request = post("", "localhost", "192.0.2.7:1", local);
+        *request.body_mut() = Body::from(body.to_vec());
+        let response = app.clone().oneshot(request).await.unwrap();
+        let status = response.status().as_u16();
+        let content_type = response.headers().get("content-type").cloned();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20).await.unwrap();
+        let frame: Value = serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{body:?}: {e}"));
+        assert_eq!((status, code_and_id(&frame)), (400, (code, id)), "{body:?}");
+        assert_eq!(content_type.unwrap(), "application/json");
+    }
 }
 
 fn post(body: &str, host: &str, peer: &str, local: &str) -> axum::http::Request<Body> {
@@ -166,7 +234,8 @@ async fn issue2_host_guard_depends_on_the_local_address_reached() {
 /// other addresses are not counted.
 #[tokio::test]
 async fn issue5_rate_limit_is_a_tool_error_with_a_retry_hint() {
-    let app = http::router(server(Arc::new(Hang::default())), HttpOptions { rate_limit: Some(2) });
+    let app =
+        http::router(server(Arc::new(Hang::default())), HttpOptions { rate_limit: Some(2), ..HttpOptions::default() });
     let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"}}}"#;
     let local = "127.0.0.1:8080";
     let mut results = Vec::new();

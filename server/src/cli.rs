@@ -23,7 +23,7 @@ pub enum Command {
     /// Search the embedded store and print the same Markdown as the MCP tool.
     Search(SearchCmd),
     /// Serve MCP over the embedded store, or a Chroma collection with --chroma-url (stdio, or HTTP with --http).
-    Serve(ServeCmd),
+    Serve(Box<ServeCmd>),
     /// List the registered store, embedder and reranker kinds (name, kind, origin).
     Plugins(PluginsCmd),
     /// Compare retrieval pipelines (rerankers) on a query set: MRR, nDCG, recall and latency.
@@ -345,9 +345,28 @@ impl RerankArgs {
 pub struct ServeCmd {
     #[command(flatten)]
     pub store: StoreArg,
-    /// Serve Streamable HTTP on this address or port instead of stdio.
-    #[arg(long)]
+    /// Serve Streamable HTTP on this address or port instead of stdio. A bare port listens on
+    /// 127.0.0.1 only; any other address (e.g. 0.0.0.0:8080) needs tokens or
+    /// --allow-unauthenticated.
+    #[arg(long, value_name = "ADDR|PORT")]
     pub http: Option<String>,
+    /// Bearer tokens of --http, one `TOKEN ROLE` per line (ROLE: admin or read-only, read-only when
+    /// absent; `#` starts a comment). Tokens in $REPO_RETRIEVER_TOKENS (same format, entries may be
+    /// comma-separated) are accepted too. Only admin tokens may call add_repository. Ignored over stdio.
+    #[arg(long, value_name = "PATH", env = "REPO_RETRIEVER_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Serve --http on a non-loopback address without tokens: anyone who reaches it may read the
+    /// index and add repositories.
+    #[arg(long, requires = "http")]
+    pub allow_unauthenticated: bool,
+    /// A browser origin allowed to call --http (scheme://host[:port]; repeatable; `*`: any). A
+    /// request whose Origin header is neither loopback nor listed is refused with 403.
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
+    pub allow_origins: Vec<String>,
+    /// Serve /healthz, /readyz and Prometheus /metrics on this address or port (a bare port:
+    /// 127.0.0.1) beside a stdio server; with --http they are on the HTTP listener.
+    #[arg(long, value_name = "ADDR|PORT", conflicts_with = "http")]
+    pub metrics: Option<String>,
     /// Search the named stores of this TOML/YAML file as one, instead of the embedded store.
     #[arg(long, conflicts_with = "store")]
     pub stores: Option<PathBuf>,
@@ -563,12 +582,18 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 return Err(REMOTE_MODE.into());
             }
             let chroma = serve_config(&args.chroma, args.store.store.is_some() || args.stores.is_some())?;
+            // The listener first: a refused address or bad token list fails before the store opens.
+            let listener = match &args.http {
+                Some(addr) => Some(http_listener(addr, &args).await?),
+                None => None,
+            };
             let nav_config = (args.tools == "all").then(|| {
                 let mut config = crate::nav::NavConfig::default();
                 config.allow_loopback_git |= args.allow_loopback_git;
                 config
             });
             let mut local_nav = None;
+            let mut store_status = None;
             let engine = match (&chroma, &args.stores) {
                 (Some(config), _) => crate::app::build_engine(config)?,
                 (None, Some(file)) => crate::stores::engine(file).map_err(|e| e.to_string())?,
@@ -577,19 +602,41 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                     let local =
                         local_services(&args.store.dir(), &args.retrieval.choice(), reranker, nav_config.clone())?;
                     local_nav = local.nav;
+                    store_status = Some(local.status);
                     local.engine
                 }
             };
             // Over a stores file the flag wins over its `per_file`.
             let engine = args.retrieval.selection.apply(engine);
+            if store_status.is_none() {
+                let probe: std::sync::Arc<dyn rr_mcp::telemetry::StoreStatus> =
+                    std::sync::Arc::new(rr_mcp::telemetry::SearchProbe(engine.clone()));
+                store_status = Some(probe);
+            }
             let mut limits = rr_core::ArgLimits::default();
             if let Some(max) = args.max_query_bytes {
                 limits.max_query_bytes = usize::try_from(max).unwrap_or(usize::MAX);
             }
             let mut server = rr_mcp::McpServer::builder(engine, crate::app::NAME, crate::app::version_line())
                 .limits(limits)
-                .error_text(rr_mcp::ErrorText::Summary);
+                .error_text(rr_mcp::ErrorText::Summary)
+                .log_tool_durations(true);
             let mut options = rr_mcp::http::HttpOptions::default();
+            if let Some((_, access)) = &listener {
+                options.access = Some(access.clone());
+            }
+            let telemetry = if listener.is_some() || args.metrics.is_some() {
+                let telemetry = rr_mcp::telemetry::Telemetry::install(store_status)?;
+                rr_http::describe_metrics();
+                Some(telemetry)
+            } else {
+                None
+            };
+            if let (Some(addr), Some(telemetry)) = (&args.metrics, &telemetry) {
+                let status = rr_mcp::http::bind_local(addr).await.map_err(|e| format!("--metrics {addr}: {e}"))?;
+                tokio::spawn(rr_mcp::http::serve_status(status, telemetry.clone()));
+            }
+            options.telemetry = telemetry;
             if let Some(config) = nav_config {
                 let nav = match (local_nav, &chroma) {
                     (Some(nav), _) => nav,
@@ -603,19 +650,65 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 options.rate_limit = Some(args.rate_limit);
             }
             let server = server.build();
-            match args.http {
+            match listener {
                 None => rr_mcp::stdio::serve(server).await.map_err(|e| format!("stdio MCP server terminated: {e}"))?,
-                Some(addr) => {
-                    let listener =
-                        rr_mcp::http::bind(&addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
-                    rr_mcp::http::serve(listener, server, options)
-                        .await
-                        .map_err(|e| format!("Streamable HTTP server error: {e}"))?
-                }
+                Some((listener, _)) => rr_mcp::http::serve(listener, server, options)
+                    .await
+                    .map_err(|e| format!("Streamable HTTP server error: {e}"))?,
             }
             Ok(true)
         }
     }
+}
+
+/// The tokens of `serve --http`: the token file's and the environment's.
+/// `None` when neither lists any.
+pub fn serve_tokens(
+    token_file: Option<&std::path::Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<rr_mcp::auth::Tokens>, String> {
+    use rr_mcp::auth::{TOKENS_ENV, Tokens};
+    let mut tokens = Tokens::default();
+    if let Some(path) = token_file {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| format!("cannot read --token-file {}: {e}", path.display()))?;
+        let from_file = Tokens::parse(&text, &path.display().to_string(), &[])?;
+        if from_file.is_empty() {
+            return Err(format!("--token-file {} lists no token", path.display()));
+        }
+        tokens.extend(from_file);
+    }
+    if let Some(text) = env(TOKENS_ENV).filter(|t| !t.trim().is_empty()) {
+        tokens.extend(Tokens::parse(&text, TOKENS_ENV, &[','])?);
+    }
+    Ok((!tokens.is_empty()).then_some(tokens))
+}
+
+/// Why `serve --http` refuses an address other than loopback without tokens.
+pub fn unauthenticated_refusal(addr: &std::net::SocketAddr) -> String {
+    format!(
+        "refusing to serve --http on {addr} without authentication: anyone who reaches it could read every \
+         indexed file and make the server clone repositories. Give bearer tokens (--token-file PATH or \
+         ${}), listen on loopback only (--http PORT listens on 127.0.0.1), or pass --allow-unauthenticated",
+        rr_mcp::auth::TOKENS_ENV
+    )
+}
+
+/// The listener of `serve --http` and its access rules: a bare port on
+/// 127.0.0.1; any other interface only with tokens or
+/// `--allow-unauthenticated`.
+async fn http_listener(
+    addr: &str,
+    args: &ServeCmd,
+) -> Result<(tokio::net::TcpListener, std::sync::Arc<rr_mcp::auth::Access>), String> {
+    let tokens = serve_tokens(args.token_file.as_deref(), &|name| std::env::var(name).ok())?;
+    let origins = rr_mcp::auth::Origins::new(&args.allow_origins)?;
+    let listener = rr_mcp::http::bind_local(addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
+    let local = listener.local_addr().map_err(|e| format!("Streamable HTTP server error: {e}"))?;
+    if tokens.is_none() && !local.ip().to_canonical().is_loopback() && !args.allow_unauthenticated {
+        return Err(unauthenticated_refusal(&local));
+    }
+    Ok((listener, std::sync::Arc::new(rr_mcp::auth::Access { tokens, origins })))
 }
 
 /// `eval suite`: the tables on stdout, the details in `--json`.
@@ -678,6 +771,8 @@ impl rr_eval::suite::SuiteBackend for SuiteSearch {
 pub struct LocalServices {
     pub engine: rr_core::SearchEngine,
     pub nav: Option<std::sync::Arc<crate::nav::NavService>>,
+    /// The store's figures for `/metrics` and `/readyz`.
+    pub status: std::sync::Arc<dyn rr_mcp::telemetry::StoreStatus>,
 }
 
 /// The search engine over the embedded store in `dir` and, given `nav`'s
@@ -692,8 +787,17 @@ pub fn local_services(
 ) -> Result<LocalServices, String> {
     let open = crate::local::open(dir).map_err(|e| e.to_string())?;
     let engine = crate::local::engine_over(&open, choice, reranker).map_err(|e| e.to_string())?;
+    let store = open.store.clone();
+    let status = std::sync::Arc::new(rr_mcp::telemetry::LocalStore(move || {
+        let namespaces = store.namespaces().map_err(|e| e.to_string())?;
+        let mut files = 0;
+        for namespace in &namespaces {
+            files += store.list_files(&namespace.namespace_id).map_err(|e| e.to_string())?.len() as u64;
+        }
+        Ok(rr_mcp::telemetry::StoreStats { chunks: store.len() as u64, files, repositories: namespaces.len() as u64 })
+    }));
     let nav = nav.map(|config| crate::nav::NavService::open(dir, open.store, config)).transpose()?;
-    Ok(LocalServices { engine, nav })
+    Ok(LocalServices { engine, nav, status })
 }
 
 /// The drop-in configuration `serve --chroma-url …` describes, or `None`

@@ -210,7 +210,11 @@ async fn issue2_http_status_codes_and_plain_text_bodies() {
 
     // Bodies.
     let (s, hd, b) = post_raw(&url, &MCP_HEADERS, "").await;
-    assert_plain_error(s, &hd, &b, (400, "POST requires a non-empty body"));
+    assert_eq!((s, header(&hd, "content-type")), (400, Some("application/json")));
+    assert_eq!(
+        v(&b),
+        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error: the request body is empty"}})
+    );
     // Issue 10: a body that is not JSON-RPC gets a JSON-RPC error, with the id when it can be read.
     let (s, hd, b) = post_raw(&url, &MCP_HEADERS, "{not json").await;
     assert_eq!((s, header(&hd, "content-type")), (400, Some("application/json")));

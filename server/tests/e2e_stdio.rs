@@ -99,7 +99,7 @@ async fn issue2_initialize_result_bytes_and_version_negotiation() {
 async fn session_rules_before_and_after_initialize() {
     let mut s =
         Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9").raw_stdio().await;
-    // Before initialize: ping works, anything else is refused with code 0.
+    // Before initialize: ping works, anything else is refused as an invalid request.
     let id = s.send_request("ping", json!({})).await;
     s.wait_response(&id).await;
     assert_eq!(raw_frame(&s.stdout_lines(), &id), v(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
@@ -108,7 +108,7 @@ async fn session_rules_before_and_after_initialize() {
     assert_eq!(
         raw_frame(&s.stdout_lines(), &id),
         v(
-            r#"{"jsonrpc":"2.0","id":2,"error":{"code":0,"message":"method \"tools/list\" is invalid during session initialization"}}"#
+            r#"{"jsonrpc":"2.0","id":2,"error":{"code":-32600,"message":"method \"tools/list\" is invalid during session initialization"}}"#
         )
     );
     let id = s.send_request("initialize", support::initialize_params()).await;
@@ -119,7 +119,7 @@ async fn session_rules_before_and_after_initialize() {
     s.wait_response(&id).await;
     assert_eq!(
         raw_frame(&s.stdout_lines(), &id),
-        v(r#"{"jsonrpc":"2.0","id":4,"error":{"code":0,"message":"duplicate \"initialize\" received"}}"#)
+        v(r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32600,"message":"duplicate \"initialize\" received"}}"#)
     );
     let id = s.send_request("foo/bar", json!({})).await;
     s.wait_response(&id).await;

@@ -19,6 +19,16 @@ use crate::{json, transport};
 /// Response bodies are read up to this many bytes; decoding sees the cut body.
 pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
 
+/// Backend calls (one per operation asked for, whatever its attempts), by `operation`
+/// (`embedding request`, `Chroma query`, …).
+pub const BACKEND_REQUESTS: &str = "repo_retriever_backend_requests_total";
+/// Attempts made again after a transport error, a 429 or a 5xx, by `operation`.
+pub const BACKEND_RETRIES: &str = "repo_retriever_backend_retries_total";
+/// Backend calls that failed, by `operation` and `kind` ([`HttpError::kind`]).
+pub const BACKEND_ERRORS: &str = "repo_retriever_backend_errors_total";
+/// Time of a backend call, retries and their waits included, by `operation`.
+pub const BACKEND_DURATION: &str = "repo_retriever_backend_request_duration_seconds";
+
 /// How the client waits between attempts. Production uses `tokio::time::sleep`;
 /// tests inject one that returns at once (and may record the delays).
 pub type Sleeper = Arc<dyn Fn(Duration) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
@@ -234,9 +244,33 @@ impl HttpClient {
         self.call(operation, Method::POST, url, Some(Bytes::from(encoded)), authorization).await
     }
 
+    /// [`HttpClient::attempts`], counted in the backend metrics: one request
+    /// per call, its retries, its error by kind, and its whole duration.
+    async fn call<T>(
+        &self,
+        operation: &str,
+        method: Method,
+        url: &str,
+        body: Option<Bytes>,
+        authorization: Option<&str>,
+    ) -> Result<T, HttpError>
+    where
+        T: DeserializeOwned + Default,
+    {
+        let started = std::time::Instant::now();
+        let result = self.attempts(operation, method, url, body, authorization).await;
+        let label = operation.to_owned();
+        metrics::counter!(BACKEND_REQUESTS, "operation" => label.clone()).increment(1);
+        metrics::histogram!(BACKEND_DURATION, "operation" => label.clone()).record(started.elapsed().as_secs_f64());
+        if let Err(e) = &result {
+            metrics::counter!(BACKEND_ERRORS, "operation" => label, "kind" => e.kind()).increment(1);
+        }
+        result
+    }
+
     /// Go's `doJSON`: the same attempts, the same retry decisions, the same
     /// error for each way of failing.
-    async fn call<T>(
+    async fn attempts<T>(
         &self,
         operation: &str,
         method: Method,
@@ -263,6 +297,7 @@ impl HttpClient {
                     tracing::debug!(operation, attempt, detail = %secrets.redact(&detail), "backend request got no response");
                     if !last {
                         tracing::debug!(operation, attempt, "backend request failed before a response; retrying");
+                        metrics::counter!(BACKEND_RETRIES, "operation" => operation.to_owned()).increment(1);
                         (self.sleeper)(retry_delay(attempt)).await;
                         continue;
                     }
@@ -283,6 +318,7 @@ impl HttpClient {
                         if !last && (status == 429 || status >= 500) {
                             // Only these two statuses carry a meaningful Retry-After.
                             let asked = retry_after.filter(|_| status == 429 || status == 503);
+                            metrics::counter!(BACKEND_RETRIES, "operation" => operation.to_owned()).increment(1);
                             (self.sleeper)(delay_before_retry(attempt, asked, self.max_retry_after)).await;
                             continue;
                         }

@@ -45,6 +45,20 @@ pub enum HttpError {
 }
 
 impl HttpError {
+    /// How the call failed, as the backend metrics' `kind` label says it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HttpError::Status { status, .. } if *status == 429 => "rate_limited",
+            HttpError::Status { status, .. } if *status >= 500 => "server_error",
+            HttpError::Status { .. } => "client_error",
+            HttpError::Transport { detail, .. } if detail.contains("deadline exceeded") => "timeout",
+            HttpError::Transport { .. } => "transport",
+            HttpError::CreateRequest { .. } | HttpError::Encode { .. } | HttpError::Setup { .. } => "request",
+            HttpError::Read { .. } | HttpError::TooLarge { .. } => "read",
+            HttpError::Decode { .. } | HttpError::Malformed { .. } => "reply",
+        }
+    }
+
     /// The error as a client outside the drop-in is shown it: the operation
     /// and what went wrong, never a URL or the backend's reply text (both
     /// stay in the debug log, see [`crate::HttpClient`]).

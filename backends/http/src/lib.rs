@@ -37,10 +37,22 @@ mod transport;
 pub mod test_util;
 
 pub use client::{
-    HttpClient, HttpSettings, MAX_RESPONSE_BYTES, MAX_RETRY_AFTER, Sleeper, delay_before_retry, parse_retry_after,
-    retry_delay,
+    BACKEND_DURATION, BACKEND_ERRORS, BACKEND_REQUESTS, BACKEND_RETRIES, HttpClient, HttpSettings, MAX_RESPONSE_BYTES,
+    MAX_RETRY_AFTER, Sleeper, delay_before_retry, parse_retry_after, retry_delay,
 };
 pub use error::{HttpError, MAX_ERROR_BODY_BYTES, REDACTED};
+
+/// Gives the backend metrics their help texts (call once a recorder is installed).
+pub fn describe_metrics() {
+    metrics::describe_counter!(BACKEND_REQUESTS, "Backend calls (each with its retries), by operation.");
+    metrics::describe_counter!(BACKEND_RETRIES, "Backend attempts made again, by operation.");
+    metrics::describe_counter!(BACKEND_ERRORS, "Backend calls that failed, by operation and kind of failure.");
+    metrics::describe_histogram!(
+        BACKEND_DURATION,
+        metrics::Unit::Seconds,
+        "Time of a backend call, retries included, by operation."
+    );
+}
 
 /// The `Authorization` value for a token: `None` when it is empty, the token
 /// as it is when it already starts with `Bearer ` (any case), else
