@@ -61,6 +61,8 @@ struct Inner {
     limits: ArgLimits,
     errors: ErrorText,
     nav: Option<Arc<dyn Navigation>>,
+    /// When set, `search` takes `language` and `kind` (see [`search::SearchFacets`]).
+    facets: Option<Arc<dyn search::SearchFacets>>,
     /// `tools/list` order: `search`, then the navigation tools.
     tools: Vec<Tool>,
     router: ToolRouter<McpServer>,
@@ -87,9 +89,18 @@ pub struct McpServerBuilder {
     limits: ArgLimits,
     errors: ErrorText,
     nav: Option<Arc<dyn Navigation>>,
+    facets: Option<Arc<dyn search::SearchFacets>>,
 }
 
 impl McpServerBuilder {
+    /// Lets `search` be narrowed by language and kind of file, among the
+    /// values `facets` holds (`serve` over the embedded store; never the
+    /// drop-in, whose schema is pinned).
+    pub fn facets(mut self, facets: Arc<dyn search::SearchFacets>) -> Self {
+        self.facets = Some(facets);
+        self
+    }
+
     /// How failed searches read (the reference's wording by default).
     pub fn error_text(mut self, errors: ErrorText) -> Self {
         self.errors = errors;
@@ -136,6 +147,7 @@ impl McpServerBuilder {
                 limits: self.limits,
                 errors: self.errors,
                 nav: self.nav,
+                facets: self.facets,
                 tools,
                 router,
             }),
@@ -186,12 +198,17 @@ impl McpServer {
             limits: ArgLimits::default(),
             errors: ErrorText::Reference,
             nav: None,
+            facets: None,
         }
     }
 
-    /// The tools in `tools/list` order.
-    pub fn tools(&self) -> &[Tool] {
-        &self.inner.tools
+    /// The tools in `tools/list` order, `search`'s enums as of now.
+    pub fn tools(&self) -> Vec<Tool> {
+        let mut tools = self.inner.tools.clone();
+        if let (Some(facets), Some(search)) = (&self.inner.facets, tools.first_mut()) {
+            *search = search::definition_with(facets.as_ref());
+        }
+        tools
     }
 
     /// Whether the navigation tools and resources are served.
@@ -214,7 +231,7 @@ impl McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let (ctx, slot) = http_parts(&context);
-        let args = match search::validate_arguments(arguments.as_ref()) {
+        let args = match search::validate_arguments_with(arguments.as_ref(), self.inner.facets.as_deref()) {
             Ok(args) => args,
             Err(text) => return Ok(text_result(text, true).into()),
         };
@@ -302,7 +319,7 @@ impl ServerHandler for McpServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut result = ListToolsResult::with_all_items(self.inner.tools.clone());
+        let mut result = ListToolsResult::with_all_items(self.tools());
         // The reference marks the list fresh for no time and shareable.
         result.ttl_ms = Some(0);
         result.cache_scope = Some(CacheScope::Public);
