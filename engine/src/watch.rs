@@ -99,6 +99,8 @@ impl Follower {
 /// catches up and then updates after every quiet burst of changes.
 pub struct Watch {
     follower: Follower,
+    /// Run (on the blocking pool) after every update that succeeded.
+    after_update: Option<Arc<dyn Fn() + Send + Sync>>,
     ignored: Vec<PathBuf>,
     events: tokio::sync::mpsc::UnboundedReceiver<DebounceEventResult>,
     // Dropping it stops the notifications.
@@ -127,7 +129,14 @@ impl Watch {
         debouncer.watch(root, RecursiveMode::Recursive).map_err(failed)?;
         let mut ignored = vec![canonical(&root.join(".git")), canonical(&follower.request.store)];
         ignored.extend([root.join(".git"), follower.request.store.clone()]);
-        Ok(Watch { follower, ignored, events, _debouncer: Box::new(debouncer) })
+        Ok(Watch { follower, after_update: None, ignored, events, _debouncer: Box::new(debouncer) })
+    }
+
+    /// Runs `hook` after every update that succeeded, e.g. to refresh what
+    /// the navigation tools derive from the store.
+    pub fn after_update(mut self, hook: impl Fn() + Send + Sync + 'static) -> Self {
+        self.after_update = Some(Arc::new(hook));
+        self
     }
 
     /// Whether a notification may concern the indexed files.
@@ -146,7 +155,8 @@ impl Watch {
     /// burst of changes, until the notifications stop. A failed update is
     /// logged and retried at the next change.
     pub async fn run(mut self) {
-        report("catch-up", self.follower.catch_up().await);
+        let outcome = self.follower.catch_up().await;
+        updated("catch-up", outcome, self.after_update.clone()).await;
         while let Some(first) = self.events.recv().await {
             let mut wanted = self.concerns_files(&first);
             log_errors(&first);
@@ -155,9 +165,20 @@ impl Watch {
                 log_errors(&more);
             }
             if wanted {
-                report("update", self.follower.update().await);
+                let outcome = self.follower.update().await;
+                updated("update", outcome, self.after_update.clone()).await;
             }
         }
+    }
+}
+
+/// Logs an update's outcome and runs the hook after a success.
+async fn updated(what: &str, outcome: Result<SyncSummary, LocalError>, hook: Option<Arc<dyn Fn() + Send + Sync>>) {
+    let succeeded = outcome.is_ok();
+    report(what, outcome);
+    if let (true, Some(hook)) = (succeeded, hook) {
+        // A panicking hook is the hook's problem: the watch goes on.
+        let _ = tokio::task::spawn_blocking(move || hook()).await;
     }
 }
 

@@ -606,7 +606,15 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                     if let Some(request) = follow {
                         let follower = crate::watch::Follower::new(request, &local.open).map_err(|e| e.to_string())?;
                         let debounce = std::time::Duration::from_millis(args.watch_debounce_ms);
-                        let watch = crate::watch::Watch::start(follower, debounce).map_err(|e| e.to_string())?;
+                        let mut watch = crate::watch::Watch::start(follower, debounce).map_err(|e| e.to_string())?;
+                        if let Some(nav) = local.nav.clone() {
+                            // The navigation catalogue (definitions) follows the store.
+                            watch = watch.after_update(move || {
+                                if let Err(error) = nav.refresh() {
+                                    tracing::warn!(%error, "watch: the navigation catalogue was not refreshed");
+                                }
+                            });
+                        }
                         tokio::spawn(watch.run());
                     }
                     local_nav = local.nav;

@@ -1003,3 +1003,26 @@ async fn serve_search_takes_language_and_kind_among_what_the_index_holds() {
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("unknown language \"cobol\"; valid languages: "));
     drop(mcp);
 }
+
+#[tokio::test]
+async fn serve_watch_keeps_the_navigation_tools_in_step() {
+    let (_work, dir, store) = watched_copy();
+    let mcp = Server::new()
+        .args(["serve", "--store", store.to_str().unwrap(), "--watch", dir.to_str().unwrap()])
+        .args(["--watch-debounce-ms", "100"])
+        .stdio()
+        .await;
+    let defines = |name: &'static str| {
+        let mcp = &mcp;
+        async move {
+            let args = json!({"repository": "local/widgets", "name": name});
+            let result = mcp.call_tool("list_definitions", args).await;
+            !support::is_error(&result) && tool_text(&result).contains(&format!("\"entity_name\": \"{name}\""))
+        }
+    };
+    eventually("the catch-up", WATCHED, || defines("RegisterFlags")).await;
+    let go = dir.join("internal/store/store.go");
+    std::fs::write(&go, std::fs::read_to_string(&go).unwrap() + "\nfunc WatchedFunction() {}\n").unwrap();
+    eventually("a new definition", WATCHED, || defines("WatchedFunction")).await;
+    drop(mcp);
+}
