@@ -896,7 +896,7 @@ fn fresh_state(dir: &Path) -> (Vec<String>, Vec<(String, String)>) {
 }
 
 #[tokio::test]
-async fn serve_watch_after_rapid_edits_holds_what_a_fresh_index_of_the_final_tree_holds() {
+async fn serve_watch_after_a_thousand_rapid_edits_holds_what_a_fresh_index_of_the_final_tree_holds() {
     let (_work, dir, store) = watched_copy();
     let mcp = watch_server(&dir, &store).stdio().await;
     let initial = fresh_state(&dir);
@@ -904,7 +904,7 @@ async fn serve_watch_after_rapid_edits_holds_what_a_fresh_index_of_the_final_tre
 
     let app = dir.join("web/app.ts");
     let original = std::fs::read_to_string(&app).unwrap();
-    for i in 0..300 {
+    for i in 0..1000 {
         std::fs::write(&app, format!("{original}\nexport const edit{i} = {i};\n")).unwrap();
         let extra = dir.join(format!("extra{}.md", i % 7));
         if i % 3 == 0 {
