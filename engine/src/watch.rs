@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify_debouncer_full::notify::RecursiveMode;
+use notify_debouncer_full::notify::event::{MetadataKind, ModifyKind};
+use notify_debouncer_full::notify::{EventKind, RecursiveMode};
 use notify_debouncer_full::{DebounceEventResult, new_debouncer};
 use rr_core::Embedder;
 use rr_embedded::EmbeddedStore;
@@ -116,19 +117,20 @@ impl std::fmt::Debug for Watch {
 impl Watch {
     /// Starts watching `follower`'s folder, recursively.
     pub fn start(follower: Follower, debounce: Duration) -> Result<Self, LocalError> {
-        let root = follower.root();
+        // Absolute and canonical, so that the notified paths compare with
+        // the ignored ones however the folders were named (`.`, a symlink).
+        let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
+        let root = canonical(follower.root());
         let failed =
             |e: notify_debouncer_full::notify::Error| LocalError::new(format!("cannot watch {}: {e}", root.display()));
-        let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         let (sender, events) = tokio::sync::mpsc::unbounded_channel();
         let mut debouncer = new_debouncer(debounce, None, move |result: DebounceEventResult| {
             // The receiver is gone only when the watch is.
             let _ = sender.send(result);
         })
         .map_err(failed)?;
-        debouncer.watch(root, RecursiveMode::Recursive).map_err(failed)?;
-        let mut ignored = vec![canonical(&root.join(".git")), canonical(&follower.request.store)];
-        ignored.extend([root.join(".git"), follower.request.store.clone()]);
+        debouncer.watch(&root, RecursiveMode::Recursive).map_err(failed)?;
+        let ignored = vec![root.join(".git"), canonical(&follower.request.store)];
         Ok(Watch { follower, after_update: None, ignored, events, _debouncer: Box::new(debouncer) })
     }
 
@@ -146,6 +148,9 @@ impl Watch {
             Err(_) => true,
             Ok(events) => events
                 .iter()
+                // Opening and reading a file is no change; an update reads
+                // every file, and would otherwise wake the next one.
+                .filter(|event| changes_content(&event.kind))
                 .flat_map(|event| event.paths.iter())
                 .any(|path| !self.ignored.iter().any(|ignored| path.starts_with(ignored))),
         }
@@ -170,6 +175,11 @@ impl Watch {
             }
         }
     }
+}
+
+/// Whether an event of `kind` may change what a file holds or where it is.
+fn changes_content(kind: &EventKind) -> bool {
+    !matches!(kind, EventKind::Access(_) | EventKind::Modify(ModifyKind::Metadata(MetadataKind::AccessTime)))
 }
 
 /// Logs an update's outcome and runs the hook after a success.

@@ -1026,3 +1026,19 @@ async fn serve_watch_keeps_the_navigation_tools_in_step() {
     eventually("a new definition", WATCHED, || defines("WatchedFunction")).await;
     drop(mcp);
 }
+
+#[tokio::test]
+async fn serve_watch_is_not_woken_by_its_own_reads_nor_by_its_store_inside_the_checkout() {
+    let (_work, dir, _) = watched_copy();
+    let store = dir.join(".repo-retriever");
+    let mut mcp = watch_server(&dir, &store).stdio().await;
+    let updates = |mcp: &support::McpClient| mcp.stderr().matches("watch: store updated").count();
+    eventually("the catch-up", WATCHED, || async { updates(&mcp) >= 1 }).await;
+    // Searches read the store (and its write-ahead log); the watch stays quiet.
+    for _ in 0..5 {
+        mcp.call_tool("search", json!({"query": "configuration"})).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(updates(&mcp), 1, "{}", mcp.stderr());
+    mcp.close().await;
+}
