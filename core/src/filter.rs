@@ -11,6 +11,8 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+use crate::paths::PathClass;
+
 /// Exact-match metadata filters plus an optional path pattern. Empty strings
 /// mean "no constraint".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -19,6 +21,13 @@ pub struct SearchFilter {
     pub repository: String,
     pub branch: String,
     pub path: Option<PathGlob>,
+    /// The chunk's `language` metadata is one of these; empty: any. Only
+    /// the embedded store tests it, and only `serve` over that store offers
+    /// it to clients (the drop-in's schema is pinned).
+    pub languages: Vec<String>,
+    /// The [`PathClass`] of the chunk's path is one of these; empty: any.
+    /// Like `languages`, tested by the embedded store.
+    pub kinds: Vec<PathClass>,
 }
 
 impl SearchFilter {
@@ -42,6 +51,8 @@ impl SearchFilter {
             && (self.repository.is_empty() || m.repository == self.repository)
             && (self.branch.is_empty() || m.branch == self.branch)
             && self.path.as_ref().is_none_or(|p| p.matches_document(&chunk.document))
+            && (self.languages.is_empty() || self.languages.contains(&m.language))
+            && (self.kinds.is_empty() || self.kinds.contains(&PathClass::of(&m.path)))
     }
 }
 

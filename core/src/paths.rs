@@ -19,7 +19,30 @@ pub enum PathClass {
     Vendored,
 }
 
+/// Every class, in the order the tool schemas list them.
+pub const PATH_CLASSES: [PathClass; 7] = [
+    PathClass::Source,
+    PathClass::Test,
+    PathClass::Example,
+    PathClass::Bench,
+    PathClass::Docs,
+    PathClass::Generated,
+    PathClass::Vendored,
+];
+
 impl PathClass {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PathClass::Source => "source",
+            PathClass::Test => "test",
+            PathClass::Example => "example",
+            PathClass::Bench => "bench",
+            PathClass::Docs => "docs",
+            PathClass::Generated => "generated",
+            PathClass::Vendored => "vendored",
+        }
+    }
+
     /// The class of `path` (`/`-separated, relative to the repository).
     pub fn of(path: &str) -> PathClass {
         let lower = path.to_ascii_lowercase();
@@ -52,6 +75,23 @@ impl PathClass {
             return PathClass::Docs;
         }
         PathClass::Source
+    }
+}
+
+impl std::fmt::Display for PathClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for PathClass {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PATH_CLASSES.into_iter().find(|c| c.as_str() == s).ok_or_else(|| {
+            let names: Vec<&str> = PATH_CLASSES.iter().map(|c| c.as_str()).collect();
+            format!("unknown kind \"{s}\"; valid kinds: {}", names.join(", "))
+        })
     }
 }
 
@@ -145,5 +185,14 @@ mod tests {
         assert_eq!(PathClass::of("api/v1/service.pb.go"), Generated);
         assert_eq!(PathClass::of("vendor/github.com/x/y.go"), Vendored);
         assert_eq!(PathClass::of("third_party/zlib/inflate.c"), Vendored);
+    }
+
+    #[test]
+    fn kinds_parse_by_name_and_an_unknown_one_lists_the_valid_ones() {
+        assert_eq!("test".parse::<PathClass>(), Ok(Test));
+        assert_eq!(
+            "tests".parse::<PathClass>().unwrap_err(),
+            "unknown kind \"tests\"; valid kinds: source, test, example, bench, docs, generated, vendored"
+        );
     }
 }

@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::filter::{PathGlob, SearchFilter};
+use crate::paths::PathClass;
 
 /// Results returned when `limit` is absent or 0.
 pub const DEFAULT_LIMIT: i64 = 5;
@@ -23,6 +24,13 @@ pub struct SearchArgs {
     pub path: String,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub limit: i64,
+    /// Only chunks of this `language` (empty: any); offered by `serve` over
+    /// the embedded store, never by the drop-in.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub language: String,
+    /// Only chunks whose path is of this [`PathClass`] name (empty: any).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
 }
 
 fn is_zero(v: &i64) -> bool {
@@ -38,6 +46,8 @@ impl SearchArgs {
             source: self.source.trim().to_owned(),
             path: self.path.trim().to_owned(),
             limit: if self.limit == 0 { DEFAULT_LIMIT } else { self.limit },
+            language: self.language.trim().to_owned(),
+            kind: self.kind.trim().to_owned(),
         }
     }
 
@@ -66,10 +76,15 @@ impl SearchArgs {
             return Err(ValidationError::PathLineBreak);
         }
         limits.check(&n.query, &n.source, path.as_ref().map_or("", |glob| glob.pattern()))?;
+        let kinds = match n.kind.as_str() {
+            "" => Vec::new(),
+            kind => vec![kind.parse::<PathClass>().map_err(|_| ValidationError::UnknownKind)?],
+        };
+        let languages = if n.language.is_empty() { Vec::new() } else { vec![n.language] };
         Ok(SearchRequest {
             query: n.query,
             limit: n.limit as usize,
-            filter: SearchFilter { organization, repository, branch, path },
+            filter: SearchFilter { organization, repository, branch, path, languages, kinds },
             source: n.source,
         })
     }
@@ -179,6 +194,10 @@ pub enum ValidationError {
         wild = crate::filter::WILDCARD_COST
     )]
     PathTooComplex { max: usize },
+    /// A `kind` that is no [`PathClass`] (`serve` checks it first against
+    /// the kinds its index holds, with the value in the message).
+    #[error("kind must be one of source, test, example, bench, docs, generated, vendored")]
+    UnknownKind,
 }
 
 #[cfg(test)]
@@ -186,11 +205,23 @@ mod tests {
     use super::*;
 
     fn args(query: &str, source: &str, path: &str, limit: i64) -> SearchArgs {
-        SearchArgs { query: query.into(), source: source.into(), path: path.into(), limit }
+        SearchArgs { query: query.into(), source: source.into(), path: path.into(), limit, ..Default::default() }
     }
 
     fn err(a: SearchArgs) -> String {
         a.validate().unwrap_err().to_string()
+    }
+
+    #[test]
+    fn language_and_kind_become_the_filter_and_an_unknown_kind_is_refused() {
+        let a = SearchArgs { language: " rust ".into(), kind: "test".into(), ..args("q", "", "", 0) };
+        let filter = a.validate().unwrap().filter;
+        assert_eq!((filter.languages, filter.kinds), (vec!["rust".to_owned()], vec![PathClass::Test]));
+        assert_eq!(
+            err(SearchArgs { kind: "tests".into(), ..args("q", "", "", 0) }),
+            "kind must be one of source, test, example, bench, docs, generated, vendored"
+        );
+        assert_eq!(args("q", "", "", 0).validate().unwrap().filter, SearchFilter::default());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 
 pub mod local;
 pub mod stores;
+pub mod watch;
 
 // Registered through `inventory` only: nothing names these crates, so keep
 // them linked for the registry (and `plugins`, `serve --stores`, `eval`) to

@@ -89,7 +89,7 @@ impl Default for StoreSettings {
 pub struct LocalError(String);
 
 impl LocalError {
-    fn new(message: impl Into<String>) -> Self {
+    pub(crate) fn new(message: impl Into<String>) -> Self {
         LocalError(message.into())
     }
 }
@@ -420,10 +420,46 @@ async fn index_with(
     settings: StoreSettings,
     embedder: Arc<dyn Embedder>,
 ) -> Result<SyncSummary, LocalError> {
+    let store = match &request.chroma {
+        Some(_) => None,
+        None => Some(open_store(&request.store)?),
+    };
+    index_in(request, settings, embedder, store, Writes::Batched).await
+}
+
+/// How the embedded store's records are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Writes {
+    /// In transactions of up to the store's largest batch, as they come
+    /// (see [`Coalesced`]): memory stays bounded, and a search during the
+    /// run may see a changed file's new records beside its old ones.
+    Batched,
+    /// Every upsert and deletion of the run in one transaction at its end,
+    /// none if it fails: a search sees each file before or after the run,
+    /// never between. For a few changed files, as a watch writes them.
+    Atomic,
+}
+
+/// [`index_with`] into `store` (the embedded store, already open), or into
+/// `request.chroma` when `store` is `None`.
+pub(crate) async fn index_in(
+    request: IndexRequest,
+    settings: StoreSettings,
+    embedder: Arc<dyn Embedder>,
+    store: Option<Arc<EmbeddedStore>>,
+    mode: Writes,
+) -> Result<SyncSummary, LocalError> {
     let started = Instant::now();
     let (root, identity, mut options) = (request.root.clone(), request.identity.clone(), request.options.clone());
     options.chunking.scheme = settings.chunking;
-    let stream = tokio::task::spawn_blocking(move || rr_indexer::build_stream(&root, &identity, &options))
+    let known = match &store {
+        Some(store) => {
+            let (namespace_id, chunking) = (identity.namespace_id(), options.chunking);
+            blocking_write(store, move |s| known_files(s, &namespace_id, chunking)).await?
+        }
+        None => rr_indexer::KnownFiles::new(),
+    };
+    let stream = tokio::task::spawn_blocking(move || rr_indexer::build_stream_known(&root, &identity, &options, known))
         .await
         .map_err(|e| LocalError::new(e.to_string()))?
         .map_err(|e| LocalError::new(e.to_string()))?;
@@ -434,16 +470,20 @@ async fn index_with(
         started: Some(started),
         progress: request.progress.clone(),
     };
-    if let Some(target) = &request.chroma {
+    let chunking = rr_indexer::ChunkingOptions { scheme: settings.chunking, ..request.options.chunking };
+    let Some(store) = store else {
+        let target = request.chroma.as_ref().ok_or_else(|| LocalError::new("no store to index into"))?;
         let (store, embedder) = chroma_target(target)?;
-        return stream_into(&store, &embedder, None, stream, &request, &opts).await;
-    }
-    let store = open_store(&request.store)?;
+        return stream_into(&store, &embedder, None, stream, &request, &opts, chunking).await;
+    };
     let files = if request.dry_run { None } else { Some(store.as_ref()) };
-    let writes = Coalesced::new(store.as_ref());
-    let summary = stream_into(&writes, embedder.as_ref(), files, stream, &request, &opts).await;
-    // Written even when the run failed: what the sync handed over is whole
-    // batches, which the next run then counts as unchanged.
+    let writes = Coalesced::new(store.as_ref(), mode == Writes::Atomic);
+    let summary = stream_into(&writes, embedder.as_ref(), files, stream, &request, &opts, chunking).await;
+    // Batched, written even when the run failed: what the sync handed over
+    // is whole batches, which the next run then counts as unchanged.
+    if mode == Writes::Atomic && summary.is_err() {
+        return summary;
+    }
     let flushed = writes.flush().await;
     let summary = summary?;
     flushed.map_err(|e| LocalError::new(e.to_string()))?;
@@ -453,6 +493,35 @@ async fn index_with(
     Ok(summary)
 }
 
+/// The files of `namespace_id` whose records `store` holds, all of them,
+/// as `chunking` cuts them: those a re-index need not chunk again. A file
+/// stored with another chunking (or by a build that did not record one) is
+/// not among them, nor one whose records are not all there (a run stopped
+/// between writing a file's text and its last records): those are chunked
+/// again, and their records that are stored count as unchanged.
+fn known_files(
+    store: &EmbeddedStore,
+    namespace_id: &str,
+    chunking: rr_indexer::ChunkingOptions,
+) -> Result<rr_indexer::KnownFiles, rr_embedded::EmbeddedError> {
+    let key = chunking.key();
+    let files = store.list_files(namespace_id)?;
+    if !files.iter().any(|f| f.chunking == key) {
+        return Ok(rr_indexer::KnownFiles::new());
+    }
+    let ids: std::collections::HashSet<String> = store.ids_in_namespace(namespace_id)?.into_iter().collect();
+    Ok(files
+        .into_iter()
+        .filter(|f| f.chunking == key)
+        .filter(|f| {
+            rr_indexer::file_record_ids(namespace_id, &f.path, &f.file_hash, chunking.scheme, f.chunks)
+                .iter()
+                .all(|id| ids.contains(id))
+        })
+        .map(|f| (f.path, rr_indexer::KnownFile { file_hash: f.file_hash, chunks: f.chunks }))
+        .collect())
+}
+
 /// The embedded store's writes, gathered into transactions of up to its
 /// largest batch. Each transaction of the embedded store rewrites the last
 /// posting block of every token its rows hold, so ten batches of 100 cost
@@ -460,24 +529,44 @@ async fn index_with(
 /// requests) keep `--batch-size`. Any other call writes what is gathered
 /// first, so deletions still come after every upsert has succeeded, and a
 /// run stopped halfway leaves whole transactions only.
+///
+/// `atomic` ([`Writes::Atomic`]) gathers everything instead, deletions
+/// included, and answers [`IndexStore::namespace_ids`] as the store will
+/// hold them once [`Coalesced::flush`] has written it all in one
+/// transaction.
 struct Coalesced<'a> {
     store: &'a EmbeddedStore,
-    pending: tokio::sync::Mutex<Vec<EmbeddedChunk>>,
+    atomic: bool,
+    pending: tokio::sync::Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    upsert: Vec<EmbeddedChunk>,
+    delete: Vec<String>,
 }
 
 impl<'a> Coalesced<'a> {
-    fn new(store: &'a EmbeddedStore) -> Self {
-        Coalesced { store, pending: tokio::sync::Mutex::new(Vec::new()) }
+    fn new(store: &'a EmbeddedStore, atomic: bool) -> Self {
+        Coalesced { store, atomic, pending: tokio::sync::Mutex::new(Pending::default()) }
     }
 
     /// Writes what is gathered, in one transaction.
     async fn flush(&self) -> Result<(), BackendError> {
         let mut pending = self.pending.lock().await;
-        if !pending.is_empty() {
-            IndexStore::upsert(self.store, &pending).await?;
-            pending.clear();
+        if pending.upsert.is_empty() && pending.delete.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let taken = std::mem::take(&mut *pending);
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || {
+            store.write(&WriteBatch { delete: &taken.delete, upsert: &taken.upsert, ..Default::default() })
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(rr_embedded::EmbeddedError::Task { operation: rr_embedded::WRITE_OPERATION, detail: e.to_string() })
+        })
+        .map_err(|e| BackendError::new(rr_embedded::STORE_NAME, e))
     }
 }
 
@@ -492,22 +581,38 @@ impl IndexStore for Coalesced<'_> {
     }
 
     async fn namespace_ids(&self, namespace_id: &str) -> Result<Vec<String>, BackendError> {
-        self.flush().await?;
-        self.store.namespace_ids(namespace_id).await
+        if !self.atomic {
+            self.flush().await?;
+            return self.store.namespace_ids(namespace_id).await;
+        }
+        let stored = self.store.namespace_ids(namespace_id).await?;
+        let pending = self.pending.lock().await;
+        let deleted: std::collections::HashSet<&str> = pending.delete.iter().map(String::as_str).collect();
+        let mut ids: Vec<String> = stored.into_iter().filter(|id| !deleted.contains(id.as_str())).collect();
+        ids.extend(
+            pending.upsert.iter().filter(|r| r.chunk.metadata.namespace_id == namespace_id).map(|r| r.chunk.id.clone()),
+        );
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
     }
 
     async fn upsert(&self, records: &[EmbeddedChunk]) -> Result<(), BackendError> {
         let limit = IndexStore::max_batch_size(self.store);
         let mut pending = self.pending.lock().await;
-        if pending.len() + records.len() > limit && !pending.is_empty() {
-            IndexStore::upsert(self.store, &pending).await?;
-            pending.clear();
+        if !self.atomic && pending.upsert.len() + records.len() > limit && !pending.upsert.is_empty() {
+            IndexStore::upsert(self.store, &pending.upsert).await?;
+            pending.upsert.clear();
         }
-        pending.extend_from_slice(records);
+        pending.upsert.extend_from_slice(records);
         Ok(())
     }
 
     async fn delete(&self, ids: &[String]) -> Result<(), BackendError> {
+        if self.atomic {
+            self.pending.lock().await.delete.extend_from_slice(ids);
+            return Ok(());
+        }
         self.flush().await?;
         self.store.delete(ids).await
     }
@@ -522,6 +627,7 @@ async fn stream_into(
     mut stream: BuildStream,
     request: &IndexRequest,
     opts: &SyncOptions,
+    chunking: rr_indexer::ChunkingOptions,
 ) -> Result<SyncSummary, LocalError> {
     let failed = |e: rr_indexer::SyncError| LocalError::new(e.to_string());
     let namespace_id = request.identity.namespace_id();
@@ -529,7 +635,7 @@ async fn stream_into(
         request.output_manifest.as_deref().map(|path| ManifestSpool::create(path, stream.files())).transpose()?;
     let mut sync = StreamSync::start(store, embedder, &namespace_id, opts).await.map_err(failed)?;
     let mut texts = match files {
-        Some(files) => Some(FileSync::start(files, &namespace_id).await?),
+        Some(files) => Some(FileSync::start(files, &namespace_id, chunking.key()).await?),
         None => None,
     };
     let total = stream.files();
@@ -544,12 +650,29 @@ async fn stream_into(
         stream = back;
         let Some(group) = group else { break };
         for file in group.map_err(|e| LocalError::new(e.to_string()))? {
+            if let Some(known) = file.unchanged {
+                let ids = rr_indexer::file_record_ids(
+                    &namespace_id,
+                    &file.path,
+                    &known.file_hash,
+                    chunking.scheme,
+                    known.chunks,
+                );
+                if let Some(manifest) = &mut manifest {
+                    manifest.add_ids(file.position, &file.path, &ids)?;
+                }
+                if let Some(texts) = &mut texts {
+                    texts.keep(&file.path);
+                }
+                sync.keep(&ids).map_err(failed)?;
+                continue;
+            }
             let Some((text, records)) = file.content else { continue };
             if let Some(manifest) = &mut manifest {
                 manifest.add(file.position, &records)?;
             }
             if let Some(texts) = &mut texts {
-                texts.add(file.path, text).await?;
+                texts.add(file.path, text, records.len()).await?;
             }
             sync.push(records).await.map_err(failed)?;
         }
@@ -580,36 +703,54 @@ const FILE_BATCH_FILES: usize = 500;
 struct FileSync {
     store: EmbeddedStore,
     namespace_id: String,
-    /// Path → hash of the stored files not met yet.
-    unseen: HashMap<String, String>,
+    /// The key of the chunking the records are cut with.
+    chunking: String,
+    /// Path → hash, chunking and record count of the stored files not met yet.
+    unseen: HashMap<String, (String, String, usize)>,
     pending: Vec<StoredFile>,
     pending_bytes: usize,
 }
 
 impl FileSync {
-    async fn start(store: &EmbeddedStore, namespace_id: &str) -> Result<Self, LocalError> {
+    async fn start(store: &EmbeddedStore, namespace_id: &str, chunking: String) -> Result<Self, LocalError> {
         let namespace = namespace_id.to_owned();
         let unseen = blocking_write(store, move |s| {
-            Ok(s.list_files(&namespace)?.into_iter().map(|f| (f.path, f.file_hash)).collect())
+            Ok(s.list_files(&namespace)?.into_iter().map(|f| (f.path, (f.file_hash, f.chunking, f.chunks))).collect())
         })
         .await?;
         Ok(FileSync {
             store: store.clone(),
             namespace_id: namespace_id.to_owned(),
+            chunking,
             unseen,
             pending: Vec::new(),
             pending_bytes: 0,
         })
     }
 
-    /// Queues `content` for `path` unless it is stored as it is.
-    async fn add(&mut self, path: String, content: String) -> Result<(), LocalError> {
+    /// Notes that `path` is stored as it is.
+    fn keep(&mut self, path: &str) {
+        self.unseen.remove(path);
+    }
+
+    /// Queues `content` for `path`, cut into `chunks` records, unless it is
+    /// stored as it is.
+    async fn add(&mut self, path: String, content: String, chunks: usize) -> Result<(), LocalError> {
         let file_hash = rr_indexer::sha256_hex(&content);
-        if self.unseen.remove(&path).is_some_and(|stored| stored == file_hash) {
+        let stored = (file_hash, self.chunking.clone(), chunks);
+        if self.unseen.remove(&path).is_some_and(|found| found == stored) {
             return Ok(());
         }
+        let (file_hash, chunking, chunks) = stored;
         self.pending_bytes += content.len();
-        self.pending.push(StoredFile { namespace_id: self.namespace_id.clone(), path, file_hash, content });
+        self.pending.push(StoredFile {
+            namespace_id: self.namespace_id.clone(),
+            path,
+            file_hash,
+            content,
+            chunking,
+            chunks,
+        });
         if self.pending_bytes >= FILE_BATCH_BYTES || self.pending.len() >= FILE_BATCH_FILES {
             self.flush().await?;
         }
@@ -705,6 +846,21 @@ impl ManifestSpool {
         }
         self.written += text.len() as u64;
         Ok(())
+    }
+
+    /// Spools the entries of a file that was not chunked again, from its
+    /// record ids (in chunk order).
+    fn add_ids(&mut self, position: usize, path: &str, ids: &[String]) -> Result<(), LocalError> {
+        let records: Vec<rr_core::Chunk> = ids
+            .iter()
+            .enumerate()
+            .map(|(index, id)| rr_core::Chunk {
+                id: id.clone(),
+                document: String::new(),
+                metadata: rr_core::Metadata { path: path.to_owned(), chunk_index: index as i64, ..Default::default() },
+            })
+            .collect();
+        self.add(position, &records)
     }
 
     /// Writes the manifest from the spool.
@@ -941,11 +1097,44 @@ pub const RERANK_SETTINGS_HINT: &str = "--rerank uses a kind's default settings;
 /// An existing store with the embedder its vectors were made with: the
 /// parts of [`engine`], for callers that run the pipeline's steps themselves
 /// (`eval`).
+#[derive(Clone)]
 pub struct OpenStore {
     pub embedder: Arc<dyn Embedder>,
     pub store: Arc<EmbeddedStore>,
     /// What it was written with (the query prefix among them).
     pub settings: StoreSettings,
+}
+
+/// The languages and kinds of file an open store holds: the values its
+/// `search` can be narrowed to. Read from the store's in-memory index on
+/// every call (a few microseconds per thousand files), so a store that is
+/// being written shows what it holds now.
+#[derive(Clone)]
+pub struct StoreFacets(Arc<EmbeddedStore>);
+
+impl StoreFacets {
+    pub fn new(open: &OpenStore) -> Self {
+        StoreFacets(open.store.clone())
+    }
+
+    fn read(&self) -> rr_embedded::Facets {
+        self.0.facets(&rr_core::SearchFilter::default()).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read the store's languages and kinds");
+            rr_embedded::Facets::default()
+        })
+    }
+
+    /// The languages with at least one chunk, sorted (chunks without one
+    /// are left out: they cannot be asked for).
+    pub fn languages(&self) -> Vec<String> {
+        self.read().languages.into_keys().filter(|l| !l.is_empty()).collect()
+    }
+
+    /// The kinds of file with at least one chunk, in [`rr_core::paths::PATH_CLASSES`] order.
+    pub fn kinds(&self) -> Vec<String> {
+        let kinds = self.read().kinds;
+        rr_core::paths::PATH_CLASSES.iter().filter(|c| kinds.contains_key(c)).map(|c| c.as_str().to_owned()).collect()
+    }
 }
 
 /// Opens an existing store (see [`OpenStore`]).
@@ -1002,7 +1191,7 @@ mod tests {
     async fn gathered_writes_reach_the_store_before_any_read_or_delete_and_never_above_its_batch() {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
-        let writes = Coalesced::new(&store);
+        let writes = Coalesced::new(&store, false);
         writes.upsert(&[chunk("a"), chunk("b")]).await.unwrap();
         writes.upsert(&[chunk("c")]).await.unwrap();
         assert_eq!(store.len(), 0, "gathered, not yet written");
@@ -1144,6 +1333,86 @@ mod tests {
         assert!(EmbeddedStore::open(store.path()).unwrap().check().unwrap().is_consistent());
     }
 
+    /// Stored record ids of one file of the namespace.
+    fn ids_of(store: &Path, path: &str) -> Vec<String> {
+        let namespace = Identity::new("acme", "widgets", "main", "").namespace_id();
+        let path_hash = rr_indexer::sha256_hex(path);
+        let (ids, _) = contents(store);
+        ids.into_iter().filter(|id| id.starts_with(&format!("repochunk:v1:{namespace}:{path_hash}:"))).collect()
+    }
+
+    #[tokio::test]
+    async fn a_reindex_chunks_only_the_files_that_changed_and_drops_those_that_vanished() {
+        let folder = corpus();
+        let (store, fresh) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let first = index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        assert_eq!(first.files_unchanged, 0);
+        let eligible = first.files_eligible;
+
+        let again = index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        assert_eq!(again.files_unchanged, eligible, "{again:?}");
+        assert_eq!(
+            (again.chunks_added_or_updated, again.chunks_deleted, again.chunks_unchanged, again.files_indexed),
+            (0, 0, first.chunks_desired, first.files_indexed)
+        );
+
+        let old_lib = ids_of(store.path(), "lib.rs");
+        let lib = folder.path().join("lib.rs");
+        std::fs::write(&lib, std::fs::read_to_string(&lib).unwrap() + "\n/// Added by the edit.\npub fn edited() {}\n")
+            .unwrap();
+        std::fs::remove_file(folder.path().join("tokens.rs")).unwrap();
+        let edited = index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        assert_eq!(edited.files_unchanged, eligible - 2, "lib.rs alone chunked again: {edited:?}");
+        assert!(ids_of(store.path(), "tokens.rs").is_empty(), "the vanished file's records are gone");
+        let new_lib = ids_of(store.path(), "lib.rs");
+        assert!(!new_lib.is_empty() && new_lib.iter().all(|id| !old_lib.contains(id)));
+
+        // The store holds what a fresh index of the folder holds.
+        index_using(request(folder.path(), fresh.path()), healthy()).await.unwrap();
+        assert_eq!(contents(store.path()), contents(fresh.path()));
+        assert!(EmbeddedStore::open(store.path()).unwrap().check().unwrap().is_consistent());
+    }
+
+    #[tokio::test]
+    async fn a_file_whose_records_are_missing_or_whose_chunking_is_unknown_is_chunked_again() {
+        let folder = corpus();
+        let store = tempfile::tempdir().unwrap();
+        let first = index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        let namespace = Identity::new("acme", "widgets", "main", "").namespace_id();
+        {
+            let embedded = EmbeddedStore::open(store.path()).unwrap();
+            // A run stopped after writing lib.rs's text but before its last record.
+            let lib = ids_of(store.path(), "lib.rs");
+            embedded.delete_chunks(&lib[lib.len() - 1..]).unwrap();
+            // A file stored by a build that recorded no chunking.
+            let mut old = embedded.get_file(&namespace, "sync.rs").unwrap().unwrap();
+            (old.chunking, old.chunks) = (String::new(), 0);
+            embedded.put_file(&old).unwrap();
+        }
+        let again = index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        assert_eq!(again.files_unchanged, first.files_eligible - 2, "{again:?}");
+        assert_eq!((again.chunks_added_or_updated, again.chunks_deleted), (1, 0), "{again:?}");
+        let stored = EmbeddedStore::open(store.path()).unwrap().get_file(&namespace, "sync.rs").unwrap().unwrap();
+        assert_eq!(
+            stored.chunking,
+            rr_indexer::ChunkingOptions { scheme: DEFAULT_EMBEDDED_CHUNKING, ..Default::default() }.key()
+        );
+        let third = index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        assert_eq!(third.files_unchanged, first.files_eligible, "{third:?}");
+    }
+
+    #[tokio::test]
+    async fn another_chunking_chunks_every_file_again() {
+        let folder = corpus();
+        let store = tempfile::tempdir().unwrap();
+        let first = index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        let mut smaller = request(folder.path(), store.path());
+        smaller.options.chunking.chunk_size = 256;
+        let again = index_using(smaller, healthy()).await.unwrap();
+        assert_eq!(again.files_unchanged, 0, "{again:?}");
+        assert!(again.chunks_desired > first.chunks_desired, "{again:?}");
+    }
+
     #[tokio::test]
     async fn the_manifest_lists_records_in_path_order_as_a_pretty_json_array() {
         let folder = corpus();
@@ -1165,12 +1434,23 @@ mod tests {
         assert_eq!(std::fs::read(&manifest).unwrap(), serde_json::to_vec_pretty(&entries).unwrap());
         let names: Vec<_> = std::fs::read_dir(out.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names, ["manifest.json"], "the spool is removed");
+        // The same manifest when no file is chunked again.
+        index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        let mut again = request(folder.path(), store.path());
+        again.output_manifest = Some(manifest.clone());
+        assert_eq!(index_using(again, healthy()).await.unwrap().files_unchanged, records_files(&records));
+        assert_eq!(std::fs::read(&manifest).unwrap(), serde_json::to_vec_pretty(&entries).unwrap());
 
         let empty = tempfile::tempdir().unwrap();
         let mut dry = request(empty.path(), store.path());
         (dry.dry_run, dry.output_manifest) = (true, Some(manifest.clone()));
         index_using(dry, healthy()).await.unwrap();
         assert_eq!(std::fs::read_to_string(&manifest).unwrap(), "[]");
+    }
+
+    /// Files with records among `records`.
+    fn records_files(records: &[rr_core::Chunk]) -> usize {
+        records.iter().map(|r| r.metadata.path.as_str()).collect::<std::collections::HashSet<_>>().len()
     }
 
     fn kinds(list: &[&str]) -> Vec<String> {

@@ -120,9 +120,10 @@ fn parse_line(raw: &str, line: usize) -> Result<EvalQuery, String> {
         format!("{kind}{what} (column {})", e.column())
     })?;
     // The search tool's own validation, so a query means what it would mean there.
-    let request = SearchArgs { query: parsed.query, source: parsed.source, path: parsed.path, limit: 1 }
-        .validate()
-        .map_err(|e| e.to_string())?;
+    let request =
+        SearchArgs { query: parsed.query, source: parsed.source, path: parsed.path, limit: 1, ..Default::default() }
+            .validate()
+            .map_err(|e| e.to_string())?;
     if parsed.relevant.is_empty() {
         return Err("relevant must list at least one target".into());
     }

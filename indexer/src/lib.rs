@@ -64,9 +64,10 @@ pub use discovery::{
 pub use error::IndexError;
 pub use identity::{Identity, chunking_record_id, document_id, namespace_id, record_id, sha256_hex};
 pub use pipeline::{
-    Build, BuildStats, BuildStream, BuiltFile, IndexOptions, build, build_records, build_stream, read_source,
+    Build, BuildStats, BuildStream, BuiltFile, IndexOptions, KnownFile, KnownFiles, build, build_records, build_stream,
+    build_stream_known, read_source,
 };
-pub use records::{SCHEMA_VERSION, chunk_file, context_prefix};
+pub use records::{SCHEMA_VERSION, chunk_file, context_prefix, file_record_ids};
 pub use sync::{StreamSync, SyncError, SyncOptions, SyncSummary, sync, sync_build};
 pub use tokens::TokenCounter;
 pub use wildmatch::PathSpec;

@@ -53,6 +53,9 @@ pub struct BuildStats {
     pub files_other_skipped: usize,
     /// Files left out by `.gitignore`, `.ignore` or `.git/info/exclude`.
     pub files_ignored: usize,
+    /// Files read but not chunked again, their text and chunking unchanged
+    /// since the store got their records ([`build_stream_known`]).
+    pub files_unchanged: usize,
 }
 
 /// The records of a folder, sorted by path then chunk index, and the counts.
@@ -165,8 +168,45 @@ pub struct BuiltFile {
     /// POSIX path relative to the root (the record `path`).
     pub path: String,
     /// The decoded text and its records in chunk order; `None` when the file
-    /// is binary.
+    /// is binary or `unchanged`.
     pub content: Option<(String, Vec<Chunk>)>,
+    /// Set when the stream was told of the file ([`build_stream_known`])
+    /// and its text still hashes as told: it was read, not chunked.
+    pub unchanged: Option<KnownFile>,
+}
+
+/// A file whose records a store already holds, cut by the chunking being
+/// built with: the SHA-256 of its decoded text and how many records it has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownFile {
+    pub file_hash: String,
+    pub chunks: usize,
+}
+
+/// Known files by path (see [`build_stream_known`]).
+pub type KnownFiles = std::collections::HashMap<String, KnownFile>;
+
+/// What the stream's workers make of one file.
+enum StreamOutcome {
+    Binary,
+    Text(String, Vec<Chunk>),
+    Unchanged(KnownFile),
+}
+
+fn stream_file(
+    file: &SourceFile,
+    identity: &Identity,
+    opts: &IndexOptions,
+    known: &KnownFiles,
+) -> Result<StreamOutcome, IndexError> {
+    let Some(decoded) = read_source(file)? else { return Ok(StreamOutcome::Binary) };
+    if let Some(known) = known.get(&file.relative_path)
+        && crate::identity::sha256_hex(&decoded.text) == known.file_hash
+    {
+        return Ok(StreamOutcome::Unchanged(known.clone()));
+    }
+    let chunks = chunk_file(identity, &file.relative_path, &file.extension, &decoded, opts.chunking)?;
+    Ok(StreamOutcome::Text(decoded.text, chunks))
 }
 
 /// A build delivered a group of files at a time, so that no list of the
@@ -180,7 +220,7 @@ pub struct BuiltFile {
 /// threads read and chunk up to [`STREAM_GROUPS_AHEAD`] groups ahead of the
 /// consumer; dropping the stream stops them.
 pub struct BuildStream {
-    receiver: std::sync::mpsc::Receiver<Vec<(usize, TextOutcome)>>,
+    receiver: std::sync::mpsc::Receiver<Vec<(usize, Result<StreamOutcome, IndexError>)>>,
     worker: Option<std::thread::JoinHandle<()>>,
     paths: Vec<String>,
     delivered: usize,
@@ -239,12 +279,22 @@ impl BuildStream {
                     return Some(Err(e));
                 }
             };
-            match &content {
-                None => self.stats.files_binary_skipped += 1,
-                Some((_, records)) if !records.is_empty() => self.stats.files_indexed += 1,
-                Some(_) => {}
-            }
-            files.push(BuiltFile { position, path: self.paths[position].clone(), content });
+            let (content, unchanged) = match content {
+                StreamOutcome::Binary => {
+                    self.stats.files_binary_skipped += 1;
+                    (None, None)
+                }
+                StreamOutcome::Text(text, records) => {
+                    self.stats.files_indexed += usize::from(!records.is_empty());
+                    (Some((text, records)), None)
+                }
+                StreamOutcome::Unchanged(known) => {
+                    self.stats.files_indexed += usize::from(known.chunks > 0);
+                    self.stats.files_unchanged += 1;
+                    (None, Some(known))
+                }
+            };
+            files.push(BuiltFile { position, path: self.paths[position].clone(), content, unchanged });
         }
         Some(Ok(files))
     }
@@ -253,6 +303,20 @@ impl BuildStream {
 /// Scans `root` and starts building its records in groups (see
 /// [`BuildStream`]); the same records as [`build`], file by file.
 pub fn build_stream(root: &Path, identity: &Identity, opts: &IndexOptions) -> Result<BuildStream, IndexError> {
+    build_stream_known(root, identity, opts, KnownFiles::new())
+}
+
+/// [`build_stream`] that does not chunk a `known` file whose text hashes as
+/// it says: the file comes as [`BuiltFile::unchanged`] instead, for a
+/// caller whose store holds its records already. Reading and hashing a file
+/// is a small part of chunking it (tokenising, parsing), so re-indexing an
+/// unchanged folder costs little more than reading it.
+pub fn build_stream_known(
+    root: &Path,
+    identity: &Identity,
+    opts: &IndexOptions,
+    known: KnownFiles,
+) -> Result<BuildStream, IndexError> {
     identity.validate()?;
     opts.validate()?;
     let scan = scan(root, &opts.selection)?;
@@ -277,7 +341,7 @@ pub fn build_stream(root: &Path, identity: &Identity, opts: &IndexOptions) -> Re
         .name("rr-build".into())
         .spawn(move || {
             for (sources, positions) in sources.chunks(STREAM_GROUP_FILES).zip(positions.chunks(STREAM_GROUP_FILES)) {
-                let outcomes = process_files(sources, opts.threads, |f| process_file(f, &identity, &opts));
+                let outcomes = process_files(sources, opts.threads, |f| stream_file(f, &identity, &opts, &known));
                 let failed = outcomes.iter().any(Result::is_err);
                 let group = positions.iter().copied().zip(outcomes).collect();
                 // A closed channel means the consumer has stopped listening.

@@ -31,6 +31,24 @@ pub fn context_prefix(identity: &Identity, path: &str, file_type: &str, section:
     prefix
 }
 
+/// The ids of the `chunks` records that [`chunk_file`] makes of a file of
+/// `path` whose text hashes to `file_hash`, in chunk order: what a store
+/// holds for a file it need not chunk again.
+pub fn file_record_ids(
+    namespace: &str,
+    path: &str,
+    file_hash: &str,
+    scheme: ChunkingScheme,
+    chunks: usize,
+) -> Vec<String> {
+    (0..chunks)
+        .map(|index| match scheme {
+            ChunkingScheme::Reference => identity::record_id(namespace, path, file_hash, index),
+            scheme => identity::chunking_record_id(namespace, path, file_hash, scheme.version(), index),
+        })
+        .collect()
+}
+
 /// The records of one decoded file, in chunk order.
 ///
 /// `path` is the POSIX path relative to the repository root and `extension`

@@ -165,6 +165,10 @@ pub struct SyncSummary {
     pub files_indexed: usize,
     pub files_other_skipped: usize,
     pub files_scanned: usize,
+    /// Eligible files not chunked again because the store holds their
+    /// records for the same text and chunking; a key the reference's
+    /// summary does not have.
+    pub files_unchanged: usize,
     pub namespace_id: String,
     pub organization: String,
     pub repository: String,
@@ -187,6 +191,7 @@ impl SyncSummary {
         self.files_binary_skipped = stats.files_binary_skipped;
         self.files_other_skipped = stats.files_other_skipped;
         self.files_ignored = stats.files_ignored;
+        self.files_unchanged = stats.files_unchanged;
         self
     }
 
@@ -395,6 +400,24 @@ impl<'a> StreamSync<'a> {
                     self.flush().await?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Takes records the namespace holds already by their ids (those of a
+    /// file the build did not chunk again, see
+    /// [`crate::build_stream_known`]): they count as unchanged, and as
+    /// desired, so they are not deleted.
+    pub fn keep(&mut self, ids: &[String]) -> Result<(), SyncError> {
+        for id in ids {
+            let digest = digest(id);
+            if !self.desired.insert(digest) {
+                return Err(SyncError::DuplicateId(id.clone()));
+            }
+            // Listed by the caller after the sync started: normally held
+            // since, and counted as stored either way.
+            self.existing.insert(digest);
+            self.unchanged += 1;
         }
         Ok(())
     }

@@ -270,6 +270,7 @@ async fn the_summary_has_the_reference_keys_in_its_printed_order() {
             "files_indexed",
             "files_other_skipped",
             "files_scanned",
+            "files_unchanged",
             "namespace_id",
             "organization",
             "repository",

@@ -74,6 +74,57 @@ pub fn definition() -> Tool {
     tool
 }
 
+/// What a `search` over the embedded store can be narrowed to: the
+/// languages and kinds of file its index holds. Read whenever the tool list
+/// or a call needs them, since an index that follows a checkout changes.
+/// The drop-in has none: its schema is the reference's.
+pub trait SearchFacets: Send + Sync + 'static {
+    /// The `language` values with at least one chunk, sorted.
+    fn languages(&self) -> Vec<String>;
+    /// The `kind` values ([`rr_core::PathClass`] names) with at least one
+    /// chunk, in [`rr_core::paths::PATH_CLASSES`] order.
+    fn kinds(&self) -> Vec<String>;
+}
+
+/// The description of the `language` argument.
+const LANGUAGE_DESCRIPTION: &str = "Optional language of the excerpts, one of those the index holds (listed here). Use it when only one language can hold the answer.";
+/// The description of the `kind` argument.
+const KIND_DESCRIPTION: &str = "Optional kind of file, from its path: source, test, example, bench, docs, generated or vendored (those the index holds are listed here). Use test to find how something is exercised, docs for prose, source to leave tests and examples out.";
+
+/// The `tools/list` entry of `search` with the `language` and `kind`
+/// arguments, each an enum of what `facets` holds now.
+pub fn definition_with(facets: &dyn SearchFacets) -> Tool {
+    let mut tool = definition();
+    let mut schema = tool.input_schema.as_ref().clone();
+    if let Some(Value::Object(props)) = schema.get_mut("properties") {
+        for (name, description, values) in
+            [("language", LANGUAGE_DESCRIPTION, facets.languages()), ("kind", KIND_DESCRIPTION, facets.kinds())]
+        {
+            props.insert(
+                name.to_owned(),
+                serde_json::json!({ "type": "string", "enum": values, "description": description }),
+            );
+        }
+    }
+    tool.input_schema = Arc::new(schema);
+    tool
+}
+
+/// Checks `args`' `language` and `kind` against what `facets` holds: an
+/// unknown value gets an error that lists the valid ones.
+pub fn check_facets(args: &SearchArgs, facets: &dyn SearchFacets) -> Result<(), String> {
+    for (what, plural, value, valid) in [
+        ("language", "languages", args.language.trim(), facets.languages()),
+        ("kind", "kinds", args.kind.trim(), facets.kinds()),
+    ] {
+        if !value.is_empty() && !valid.iter().any(|v| v == value) {
+            let list = if valid.is_empty() { "none, the index is empty".to_owned() } else { valid.join(", ") };
+            return Err(format!("unknown {what} {}; valid {plural}: {list}", quote(&shown(value))));
+        }
+    }
+    Ok(())
+}
+
 /// What the request log records of a tool call (HTTP transport only).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ToolLog {
@@ -182,11 +233,24 @@ fn properties(schema: &JsonObject) -> Vec<(&str, &str)> {
 /// Checks `arguments` against the advertised schema, then decodes them.
 /// Failures are tool-error texts naming the argument and the type it needs.
 pub fn validate_arguments(arguments: Option<&JsonObject>) -> Result<SearchArgs, String> {
+    validate_arguments_with(arguments, None)
+}
+
+/// [`validate_arguments`] for the schema of [`definition_with`] when
+/// `facets` is set: `language` and `kind` are strings, and must be values
+/// the index holds ([`check_facets`]).
+pub fn validate_arguments_with(
+    arguments: Option<&JsonObject>,
+    facets: Option<&dyn SearchFacets>,
+) -> Result<SearchArgs, String> {
     let empty = Map::new();
     let obj = arguments.unwrap_or(&empty);
     // Derived once: every call reads it.
     static SCHEMA: std::sync::LazyLock<Arc<JsonObject>> = std::sync::LazyLock::new(input_schema::<SearchInput>);
-    let props = properties(&SCHEMA);
+    let mut props = properties(&SCHEMA);
+    if facets.is_some() {
+        props.extend([("language", "string"), ("kind", "string")]);
+    }
     let wrap = |inner: String| format!("validating \"arguments\": validating root: {inner}");
     for (name, kind) in &props {
         if let Some(value) = obj.get(*name)
@@ -226,7 +290,18 @@ pub fn validate_arguments(arguments: Option<&JsonObject>) -> Result<SearchArgs, 
             v.as_i64().unwrap_or(f as i64)
         }
     };
-    Ok(SearchArgs { query: text("query"), source: text("source"), path: text("path"), limit })
+    let args = SearchArgs {
+        query: text("query"),
+        source: text("source"),
+        path: text("path"),
+        limit,
+        language: text("language"),
+        kind: text("kind"),
+    };
+    if let Some(facets) = facets {
+        check_facets(&args, facets)?;
+    }
+    Ok(args)
 }
 
 fn has_schema_type(value: &Value, kind: &str) -> bool {
@@ -320,7 +395,52 @@ mod tests {
         let Value::Object(ok) = json!({"query":"x","limit":3.0,"source":"a/b","path":"p"}) else { unreachable!() };
         assert_eq!(
             validate_arguments(Some(&ok)).unwrap(),
-            SearchArgs { query: "x".into(), source: "a/b".into(), path: "p".into(), limit: 3 }
+            SearchArgs { query: "x".into(), source: "a/b".into(), path: "p".into(), limit: 3, ..Default::default() }
+        );
+        // The drop-in's schema has no language or kind.
+        assert_eq!(
+            bad(json!({"query":"x","language":"rust"})),
+            r#"validating "arguments": validating root: unexpected additional properties ["language"]"#
+        );
+    }
+
+    struct Held;
+
+    impl SearchFacets for Held {
+        fn languages(&self) -> Vec<String> {
+            vec!["python".into(), "rust".into()]
+        }
+        fn kinds(&self) -> Vec<String> {
+            vec!["source".into(), "test".into()]
+        }
+    }
+
+    fn with_facets(args: Value) -> Result<SearchArgs, String> {
+        let Value::Object(obj) = args else { panic!("arguments must be an object") };
+        validate_arguments_with(Some(&obj), Some(&Held))
+    }
+
+    #[test]
+    fn language_and_kind_are_enums_of_what_the_index_holds() {
+        let tool = serde_json::to_value(definition_with(&Held)).unwrap();
+        let props = &tool["inputSchema"]["properties"];
+        assert_eq!(props["language"]["enum"], json!(["python", "rust"]));
+        assert_eq!(props["kind"]["enum"], json!(["source", "test"]));
+        assert_eq!(props["language"]["type"], "string");
+        assert_eq!(tool["inputSchema"]["required"], json!(["query"]));
+        let args = with_facets(json!({"query":"x","language":"rust","kind":"test"})).unwrap();
+        assert_eq!((args.language.as_str(), args.kind.as_str()), ("rust", "test"));
+        assert_eq!(
+            with_facets(json!({"query":"x","language":"cobol"})).unwrap_err(),
+            r#"unknown language "cobol"; valid languages: python, rust"#
+        );
+        assert_eq!(
+            with_facets(json!({"query":"x","kind":"docs"})).unwrap_err(),
+            r#"unknown kind "docs"; valid kinds: source, test"#
+        );
+        assert_eq!(
+            with_facets(json!({"query":"x","kind":7})).unwrap_err(),
+            r#"validating "arguments": validating root: validating /properties/kind: type: 7 has type "integer", want "string""#
         );
     }
 }

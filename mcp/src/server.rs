@@ -70,6 +70,8 @@ struct Inner {
     errors: ErrorText,
     nav: Option<Arc<dyn Navigation>>,
     log_durations: bool,
+    /// When set, `search` takes `language` and `kind` (see [`search::SearchFacets`]).
+    facets: Option<Arc<dyn search::SearchFacets>>,
     /// `tools/list` order: `search`, then the navigation tools.
     tools: Vec<Tool>,
     router: ToolRouter<McpServer>,
@@ -97,6 +99,7 @@ pub struct McpServerBuilder {
     errors: ErrorText,
     nav: Option<Arc<dyn Navigation>>,
     log_durations: bool,
+    facets: Option<Arc<dyn search::SearchFacets>>,
 }
 
 impl McpServerBuilder {
@@ -105,6 +108,14 @@ impl McpServerBuilder {
     /// the reference's fields (the drop-in).
     pub fn log_tool_durations(mut self, on: bool) -> Self {
         self.log_durations = on;
+        self
+    }
+
+    /// Lets `search` be narrowed by language and kind of file, among the
+    /// values `facets` holds (`serve` over the embedded store; never the
+    /// drop-in, whose schema is pinned).
+    pub fn facets(mut self, facets: Arc<dyn search::SearchFacets>) -> Self {
+        self.facets = Some(facets);
         self
     }
 
@@ -155,6 +166,7 @@ impl McpServerBuilder {
                 errors: self.errors,
                 nav: self.nav,
                 log_durations: self.log_durations,
+                facets: self.facets,
                 tools,
                 router,
             }),
@@ -223,12 +235,17 @@ impl McpServer {
             errors: ErrorText::Reference,
             nav: None,
             log_durations: false,
+            facets: None,
         }
     }
 
-    /// The tools in `tools/list` order.
-    pub fn tools(&self) -> &[Tool] {
-        &self.inner.tools
+    /// The tools in `tools/list` order, `search`'s enums as of now.
+    pub fn tools(&self) -> Vec<Tool> {
+        let mut tools = self.inner.tools.clone();
+        if let (Some(facets), Some(search)) = (&self.inner.facets, tools.first_mut()) {
+            *search = search::definition_with(facets.as_ref());
+        }
+        tools
     }
 
     /// Whether the navigation tools and resources are served.
@@ -252,7 +269,7 @@ impl McpServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let (ctx, slot) = http_parts(&context);
         let errors = context.extensions.get::<ErrorSlot>().cloned().unwrap_or_default();
-        let args = match search::validate_arguments(arguments.as_ref()) {
+        let args = match search::validate_arguments_with(arguments.as_ref(), self.inner.facets.as_deref()) {
             Ok(args) => args,
             Err(text) => {
                 errors.set(ErrorClass::InvalidArguments);
@@ -351,7 +368,7 @@ impl ServerHandler for McpServer {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let mut result = ListToolsResult::with_all_items(self.inner.tools.clone());
+        let mut result = ListToolsResult::with_all_items(self.tools());
         // The reference marks the list fresh for no time and shareable.
         result.ttl_ms = Some(0);
         result.cache_scope = Some(CacheScope::Public);

@@ -237,6 +237,12 @@ pub struct SearchCmd {
     /// Maximum excerpts, 1 to 20 [default: 5].
     #[arg(long, default_value_t = 0, hide_default_value = true)]
     pub limit: i64,
+    /// Only chunks of this language (one the index holds, e.g. rust, python, markdown).
+    #[arg(long)]
+    pub language: Option<String>,
+    /// Only files of this kind: source, test, example, bench, docs, generated or vendored.
+    #[arg(long)]
+    pub kind: Option<String>,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
@@ -382,6 +388,14 @@ pub struct ServeCmd {
     /// Let add_repository fetch from loopback addresses (tests only; also REPO_RETRIEVER_ALLOW_LOOPBACK_GIT=1).
     #[arg(long)]
     pub allow_loopback_git: bool,
+    /// Follow this checkout while serving: index it into the store (only what changed since the last
+    /// run is chunked), then again after every burst of file changes (file-system notifications),
+    /// each update in one transaction. The repository's name and branch are read as `index` reads them.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["stores", "chroma_url"])]
+    pub watch: Option<PathBuf>,
+    /// How long the checkout must be quiet before a change is indexed, in milliseconds.
+    #[arg(long, value_name = "MS", default_value_t = 300, requires = "watch")]
+    pub watch_debounce_ms: u64,
     /// Serve a Chroma collection (search, and with --tools all the navigation tools over its chunks).
     #[command(flatten)]
     pub chroma: ChromaArgs,
@@ -531,11 +545,24 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             Ok(true)
         }
         Command::Search(args) => {
-            let search =
-                rr_core::SearchArgs { query: args.query, source: args.source, path: args.path, limit: args.limit };
+            let search = rr_core::SearchArgs {
+                query: args.query,
+                source: args.source,
+                path: args.path,
+                limit: args.limit,
+                language: args.language.unwrap_or_default(),
+                kind: args.kind.unwrap_or_default(),
+            };
             let choice = args.retrieval.choice();
-            let engine = crate::local::engine_with(&args.store.dir(), &choice, args.rerank.reranker()?)
-                .map_err(|e| e.to_string())?;
+            let open = crate::local::open(&args.store.dir()).map_err(|e| e.to_string())?;
+            if let Err(text) =
+                rr_mcp::search::check_facets(&search, &SearchFacets(crate::local::StoreFacets::new(&open)))
+            {
+                eprintln!("{text}");
+                return Ok(false);
+            }
+            let engine =
+                crate::local::engine_over(&open, &choice, args.rerank.reranker()?).map_err(|e| e.to_string())?;
             let engine = args.retrieval.selection.apply(engine);
             let ctx = rr_core::CallContext::default();
             let limits = rr_core::ArgLimits::default();
@@ -594,15 +621,34 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
             });
             let mut local_nav = None;
             let mut store_status = None;
+            let mut facets = None;
             let engine = match (&chroma, &args.stores) {
                 (Some(config), _) => crate::app::build_engine(config)?,
                 (None, Some(file)) => crate::stores::engine(file).map_err(|e| e.to_string())?,
                 (None, None) => {
+                    // A new store gets its settings here, so that it opens empty while the
+                    // watch's first run fills it.
+                    let follow = args.watch.as_deref().map(|dir| watch_request(dir, &args.store.dir())).transpose()?;
                     let reranker = args.rerank.reranker()?;
                     let local =
                         local_services(&args.store.dir(), &args.retrieval.choice(), reranker, nav_config.clone())?;
+                    if let Some(request) = follow {
+                        let follower = crate::watch::Follower::new(request, &local.open).map_err(|e| e.to_string())?;
+                        let debounce = std::time::Duration::from_millis(args.watch_debounce_ms);
+                        let mut watch = crate::watch::Watch::start(follower, debounce).map_err(|e| e.to_string())?;
+                        if let Some(nav) = local.nav.clone() {
+                            // The navigation catalogue (definitions) follows the store.
+                            watch = watch.after_update(move || {
+                                if let Err(error) = nav.refresh() {
+                                    tracing::warn!(%error, "watch: the navigation catalogue was not refreshed");
+                                }
+                            });
+                        }
+                        tokio::spawn(watch.run());
+                    }
                     local_nav = local.nav;
                     store_status = Some(local.status);
+                    facets = Some(local.facets);
                     local.engine
                 }
             };
@@ -621,6 +667,9 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                 .limits(limits)
                 .error_text(rr_mcp::ErrorText::Summary)
                 .log_tool_durations(true);
+            if let Some(facets) = facets {
+                server = server.facets(std::sync::Arc::new(SearchFacets(facets)));
+            }
             let mut options = rr_mcp::http::HttpOptions::default();
             if let Some((_, access)) = &listener {
                 options.access = Some(access.clone());
@@ -766,6 +815,18 @@ impl rr_eval::suite::SuiteBackend for SuiteSearch {
     }
 }
 
+/// What `serve --watch DIR` indexes: `index DIR --store STORE` as the command
+/// line would run it (the store's embedder, or a new store's default).
+fn watch_request(dir: &std::path::Path, store: &std::path::Path) -> Result<crate::local::IndexRequest, String> {
+    let words: [&std::ffi::OsStr; 5] =
+        ["repo-retriever".as_ref(), "index".as_ref(), dir.as_os_str(), "--store".as_ref(), store.as_os_str()];
+    let Command::Index(args) = Cli::try_parse_from(words).map_err(|e| e.to_string())?.command else {
+        return Err("`index` did not parse as the index command".into());
+    };
+    crate::local::choose_settings(store, None, None, None, None, false).map_err(|e| e.to_string())?;
+    index_request(&args)
+}
+
 /// What `serve --store DIR` serves: the search engine and, with `--tools
 /// all`, the navigation service.
 pub struct LocalServices {
@@ -773,6 +834,23 @@ pub struct LocalServices {
     pub nav: Option<std::sync::Arc<crate::nav::NavService>>,
     /// The store's figures for `/metrics` and `/readyz`.
     pub status: std::sync::Arc<dyn rr_mcp::telemetry::StoreStatus>,
+    /// The store they share, for a watch to write into.
+    pub open: crate::local::OpenStore,
+    /// The languages and kinds of file `search` can be narrowed to.
+    pub facets: crate::local::StoreFacets,
+}
+
+/// [`crate::local::StoreFacets`] as the `search` tool reads them.
+pub struct SearchFacets(pub crate::local::StoreFacets);
+
+impl rr_mcp::search::SearchFacets for SearchFacets {
+    fn languages(&self) -> Vec<String> {
+        self.0.languages()
+    }
+
+    fn kinds(&self) -> Vec<String> {
+        self.0.kinds()
+    }
 }
 
 /// The search engine over the embedded store in `dir` and, given `nav`'s
@@ -796,8 +874,9 @@ pub fn local_services(
         }
         Ok(rr_mcp::telemetry::StoreStats { chunks: store.len() as u64, files, repositories: namespaces.len() as u64 })
     }));
-    let nav = nav.map(|config| crate::nav::NavService::open(dir, open.store, config)).transpose()?;
-    Ok(LocalServices { engine, nav, status })
+    let facets = crate::local::StoreFacets::new(&open);
+    let nav = nav.map(|config| crate::nav::NavService::open(dir, open.store.clone(), config)).transpose()?;
+    Ok(LocalServices { engine, nav, status, open, facets })
 }
 
 /// The drop-in configuration `serve --chroma-url …` describes, or `None`

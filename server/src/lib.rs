@@ -13,6 +13,6 @@ pub mod mcp_nav;
 
 // The libraries the binary wires together, under the paths its modules and
 // tests name them by.
-pub use rr_engine::{local, stores};
+pub use rr_engine::{local, stores, watch};
 pub use rr_nav as nav;
 pub use rr_nav::limits;

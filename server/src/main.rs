@@ -95,6 +95,16 @@ fn run_subcommand() -> ExitCode {
     use clap::Parser as _;
     let parsed = cli::Cli::parse();
     let stdio = matches!(&parsed.command, cli::Command::Serve(serve) if serve.http.is_none());
+    if matches!(&parsed.command, cli::Command::Serve(serve) if serve.watch.is_some()) {
+        // What the watch did, and why an update failed, is the operator's
+        // only view of it: one line per update on stderr (stdout may carry
+        // the protocol).
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_ansi(false)
+            .with_env_filter(tracing_subscriber::EnvFilter::new("rr_engine::watch=info"))
+            .init();
+    }
     let runtime = if stdio { current_thread_runtime() } else { runtime() };
     let Some(runtime) = runtime else { return ExitCode::FAILURE };
     match runtime.block_on(cli::run(parsed)) {

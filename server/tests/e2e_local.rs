@@ -800,3 +800,250 @@ fn search_orders_candidates_as_code_unless_told_not_to() {
     assert_eq!(code, Some(2));
     assert!(stderr.contains("invalid value 'maybe' for '--code-rank <on|off>'"), "{stderr}");
 }
+
+/// The namespace's record ids and stored files (path, hash) of the store in
+/// `store`, as a fresh index of the same tree would leave them.
+fn store_state(store: &Path) -> (Vec<String>, Vec<(String, String)>) {
+    let embedded = rr_embedded::EmbeddedStore::open(store).unwrap();
+    let mut ids = Vec::new();
+    let mut files = Vec::new();
+    for ns in embedded.namespaces().unwrap() {
+        ids.extend(embedded.ids_in_namespace(&ns.namespace_id).unwrap());
+        files.extend(embedded.list_files(&ns.namespace_id).unwrap().into_iter().map(|f| (f.path, f.file_hash)));
+    }
+    ids.sort();
+    files.sort();
+    (ids, files)
+}
+
+/// Polls `check` every 100 ms until it holds, or panics with `what` after `within`.
+async fn eventually<F: std::future::Future<Output = bool>>(
+    what: &str,
+    within: std::time::Duration,
+    mut check: impl FnMut() -> F,
+) {
+    let deadline = std::time::Instant::now() + within;
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// A copy of the corpus to edit, and a store beside it.
+fn watched_copy() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join("widgets");
+    copy_dir(&corpus(), &dir);
+    let store = work.path().join("store");
+    (work, dir, store)
+}
+
+fn watch_server(dir: &Path, store: &Path) -> Server {
+    Server::new().args([
+        "serve",
+        "--tools",
+        "search",
+        "--store",
+        store.to_str().unwrap(),
+        "--watch",
+        dir.to_str().unwrap(),
+        "--watch-debounce-ms",
+        "100",
+    ])
+}
+
+const WATCHED: std::time::Duration = std::time::Duration::from_secs(20);
+
+#[tokio::test]
+async fn serve_watch_shows_an_edit_a_new_file_a_deletion_and_a_rename_in_search() {
+    let (_work, dir, store) = watched_copy();
+    let mcp = watch_server(&dir, &store).stdio().await;
+    let found = |query: &'static str, path: &'static str| {
+        let mcp = &mcp;
+        async move {
+            // The path keeps the answer to the file in question, whatever the ranking.
+            let scope = format!("{}*", path.rsplit_once('/').map_or("", |(dir, _)| dir));
+            let result = mcp.call_tool("search", json!({"query": query, "limit": 3, "path": scope})).await;
+            let text = tool_text(&result).to_owned();
+            excerpt_files(&text).iter().any(|f| f.starts_with(path)) && text.contains(query)
+        }
+    };
+    // The store starts empty and the watch's catch-up fills it.
+    eventually("the catch-up indexes the folder", WATCHED, || found("RegisterFlags", "internal/config/config.go"))
+        .await;
+
+    let app = dir.join("web/app.ts");
+    std::fs::write(&app, std::fs::read_to_string(&app).unwrap() + "\nexport const watchedEditMarker = 1;\n").unwrap();
+    eventually("an edit", WATCHED, || found("watchedEditMarker", "web/app.ts")).await;
+
+    std::fs::create_dir_all(dir.join("notes")).unwrap();
+    std::fs::write(dir.join("notes/new.md"), "# Notes\n\nThe watchedNewMarker lives here.\n").unwrap();
+    eventually("a new file", WATCHED, || found("watchedNewMarker", "notes/new.md")).await;
+
+    std::fs::remove_file(dir.join("notes/new.md")).unwrap();
+    eventually("a deletion", WATCHED, || async { !found("watchedNewMarker", "notes/new.md").await }).await;
+
+    std::fs::rename(&app, dir.join("web/renamed.ts")).unwrap();
+    eventually("a rename", WATCHED, || async {
+        found("watchedEditMarker", "web/renamed.ts").await && !found("watchedEditMarker", "web/app.ts").await
+    })
+    .await;
+    drop(mcp);
+}
+
+/// The fresh index of `dir` in a store of its own, with the identity a
+/// watch reads from the folder.
+fn fresh_state(dir: &Path) -> (Vec<String>, Vec<(String, String)>) {
+    let fresh = tempfile::tempdir().unwrap();
+    let out = run(&["index", dir.to_str().unwrap(), "--store", fresh.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    store_state(fresh.path())
+}
+
+#[tokio::test]
+async fn serve_watch_after_a_thousand_rapid_edits_holds_what_a_fresh_index_of_the_final_tree_holds() {
+    let (_work, dir, store) = watched_copy();
+    let mcp = watch_server(&dir, &store).stdio().await;
+    let initial = fresh_state(&dir);
+    eventually("the catch-up", WATCHED, || async { store_state(&store) == initial }).await;
+
+    let app = dir.join("web/app.ts");
+    let original = std::fs::read_to_string(&app).unwrap();
+    for i in 0..1000 {
+        std::fs::write(&app, format!("{original}\nexport const edit{i} = {i};\n")).unwrap();
+        let extra = dir.join(format!("extra{}.md", i % 7));
+        if i % 3 == 0 {
+            let _ = std::fs::remove_file(&extra);
+        } else {
+            std::fs::write(&extra, format!("# Extra\n\nVersion {i}.\n")).unwrap();
+        }
+        if i % 50 == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+        }
+    }
+    let wanted = fresh_state(&dir);
+    assert_ne!(wanted, initial);
+    eventually("the final tree", WATCHED, || async { store_state(&store) == wanted }).await;
+    drop(mcp);
+}
+
+#[tokio::test]
+async fn serve_watch_killed_during_an_update_converges_when_started_again() {
+    let (_work, dir, store) = watched_copy();
+    let mcp = watch_server(&dir, &store).stdio().await;
+    let initial = fresh_state(&dir);
+    eventually("the catch-up", WATCHED, || async { store_state(&store) == initial }).await;
+    // Every file changes, and the server is killed while it writes them.
+    for entry in walk(&dir) {
+        if let Ok(text) = std::fs::read_to_string(&entry) {
+            std::fs::write(&entry, text + "\n\nchanged before the kill\n").unwrap();
+        }
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(150)).await;
+    let pid = mcp.pid().expect("the server runs");
+    assert!(Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap().success());
+    drop(mcp);
+
+    let wanted = fresh_state(&dir);
+    let again = watch_server(&dir, &store).stdio().await;
+    eventually("the restart's catch-up", WATCHED, || async { store_state(&store) == wanted }).await;
+    assert!(rr_embedded::EmbeddedStore::open(&store).unwrap().check().unwrap().is_consistent());
+    drop(again);
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() { files.extend(walk(&path)) } else { files.push(path) }
+    }
+    files
+}
+
+#[tokio::test]
+async fn serve_search_takes_language_and_kind_among_what_the_index_holds() {
+    let store = tempfile::tempdir().unwrap();
+    index_chunked(&corpus(), store.path(), &[]);
+    let mcp =
+        Server::new().args(["serve", "--tools", "search", "--store", store.path().to_str().unwrap()]).stdio().await;
+    let tools = mcp.list_tools().await;
+    let props = &tools["tools"][0]["inputSchema"]["properties"];
+    let languages: Vec<&str> =
+        props["language"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let kinds: Vec<&str> = props["kind"]["enum"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    assert!(languages.contains(&"go") && languages.contains(&"python"), "{languages:?}");
+    assert!(kinds.contains(&"source") && kinds.contains(&"docs"), "{kinds:?}");
+
+    let result = mcp.call_tool("search", json!({"query": "configuration", "kind": "docs", "limit": 4})).await;
+    let text = tool_text(&result);
+    let files = excerpt_files(text);
+    assert_eq!(files.len(), 4, "filtered before the limit: {text}");
+    assert!(
+        files.iter().all(|f| rr_core::PathClass::of(f.split('#').next().unwrap()) == rr_core::PathClass::Docs),
+        "{files:?}"
+    );
+
+    let result = mcp.call_tool("search", json!({"query": "configuration", "language": "go", "limit": 3})).await;
+    let files = excerpt_files(tool_text(&result)).into_iter().map(str::to_owned).collect::<Vec<_>>();
+    assert!(!files.is_empty() && files.iter().all(|f| f.split('#').next().unwrap().ends_with(".go")), "{files:?}");
+
+    let result = mcp.call_tool("search", json!({"query": "configuration", "language": "cobol"})).await;
+    assert!(support::is_error(&result));
+    assert_eq!(tool_text(&result), format!("unknown language \"cobol\"; valid languages: {}", languages.join(", ")));
+    let result = mcp.call_tool("search", json!({"query": "configuration", "kind": "tests"})).await;
+    assert_eq!(tool_text(&result), format!("unknown kind \"tests\"; valid kinds: {}", kinds.join(", ")));
+
+    // The same filters on the command line.
+    let cli = search(store.path(), "configuration", &["--kind", "docs", "--limit", "4"]);
+    assert_eq!(
+        cli,
+        format!(
+            "{}\n",
+            tool_text(&mcp.call_tool("search", json!({"query": "configuration", "kind": "docs", "limit": 4})).await)
+        )
+    );
+    let out = run(&["search", "configuration", "--store", store.path().to_str().unwrap(), "--language", "cobol"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("unknown language \"cobol\"; valid languages: "));
+    drop(mcp);
+}
+
+#[tokio::test]
+async fn serve_watch_keeps_the_navigation_tools_in_step() {
+    let (_work, dir, store) = watched_copy();
+    let mcp = Server::new()
+        .args(["serve", "--store", store.to_str().unwrap(), "--watch", dir.to_str().unwrap()])
+        .args(["--watch-debounce-ms", "100"])
+        .stdio()
+        .await;
+    let defines = |name: &'static str| {
+        let mcp = &mcp;
+        async move {
+            let args = json!({"repository": "local/widgets", "name": name});
+            let result = mcp.call_tool("list_definitions", args).await;
+            !support::is_error(&result) && tool_text(&result).contains(&format!("\"entity_name\": \"{name}\""))
+        }
+    };
+    eventually("the catch-up", WATCHED, || defines("RegisterFlags")).await;
+    let go = dir.join("internal/store/store.go");
+    std::fs::write(&go, std::fs::read_to_string(&go).unwrap() + "\nfunc WatchedFunction() {}\n").unwrap();
+    eventually("a new definition", WATCHED, || defines("WatchedFunction")).await;
+    drop(mcp);
+}
+
+#[tokio::test]
+async fn serve_watch_is_not_woken_by_its_own_reads_nor_by_its_store_inside_the_checkout() {
+    let (_work, dir, _) = watched_copy();
+    let store = dir.join(".repo-retriever");
+    let mut mcp = watch_server(&dir, &store).stdio().await;
+    let updates = |mcp: &support::McpClient| mcp.stderr().matches("watch: store updated").count();
+    eventually("the catch-up", WATCHED, || async { updates(&mcp) >= 1 }).await;
+    // Searches read the store (and its write-ahead log); the watch stays quiet.
+    for _ in 0..5 {
+        mcp.call_tool("search", json!({"query": "configuration"})).await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert_eq!(updates(&mcp), 1, "{}", mcp.stderr());
+    mcp.close().await;
+}

@@ -326,6 +326,8 @@ async fn issue5_pathological_regex_returns_within_the_budget_and_lists_the_file(
         path: path.into(),
         file_hash: rr_indexer::sha256_hex(&content),
         content,
+        chunking: String::new(),
+        chunks: 0,
     };
     let embedded = rr_embedded::EmbeddedStore::open(store.path()).unwrap();
     embedded.put_file(&put("big.txt", format!("{}!\n", "a".repeat(200)).repeat(50_000))).unwrap();

@@ -183,6 +183,7 @@ mod tests {
             repository: repo.into(),
             branch: branch.into(),
             path: PathGlob::new(path),
+            ..Default::default()
         }
     }
 

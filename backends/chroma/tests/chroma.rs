@@ -69,7 +69,13 @@ fn query(filter: SearchFilter) -> VectorQuery {
 }
 
 fn source(org: &str, repo: &str, branch: &str, path: &str) -> SearchFilter {
-    SearchFilter { organization: org.into(), repository: repo.into(), branch: branch.into(), path: PathGlob::new(path) }
+    SearchFilter {
+        organization: org.into(),
+        repository: repo.into(),
+        branch: branch.into(),
+        path: PathGlob::new(path),
+        ..Default::default()
+    }
 }
 
 #[tokio::test]

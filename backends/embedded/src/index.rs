@@ -43,7 +43,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use rr_core::{PathGlob, SearchFilter};
+use rr_core::{PathClass, PathGlob, SearchFilter};
 
 use crate::quant::{self, Blocks, Codes, Factors, Layout, Query, SIGN_BLOCK_ROWS, SignBlockFactors, Sink, Slots};
 
@@ -58,6 +58,10 @@ pub(crate) struct GroupKey {
     /// `\n`) can only match within the first line, so evaluating it on this
     /// line gives the same answer as on the whole document.
     pub source_line: String,
+    /// The class of the file's path, for [`SearchFilter::kinds`].
+    pub kind: PathClass,
+    /// The chunks' `language` metadata, for [`SearchFilter::languages`].
+    pub language: String,
 }
 
 impl GroupKey {
@@ -140,6 +144,13 @@ impl GlobAnswers {
 /// The first line of a document, as kept in [`GroupKey::source_line`].
 pub(crate) fn source_line(document: &str) -> &str {
     document.split_once('\n').map_or(document, |(first, _)| first)
+}
+
+/// Chunks by language and by path class (see [`VectorIndex::facets`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Facets {
+    pub languages: std::collections::BTreeMap<String, usize>,
+    pub kinds: HashMap<PathClass, usize>,
 }
 
 /// Which groups pass a filter; `None` when the filter constrains nothing.
@@ -310,6 +321,12 @@ pub(crate) struct VectorIndex {
     namespaces: Vec<GroupKey>,
     namespace_of: HashMap<(String, String, String), u32>,
     members: Vec<u32>,
+    /// Each group's path class.
+    group_kind: Vec<PathClass>,
+    /// Each group's language, an index in `languages`.
+    group_language: Vec<u32>,
+    languages: Vec<String>,
+    language_of: HashMap<String, u32>,
     /// Runs of consecutive slots of one group, as (first slot, group), built
     /// when a query needs them after a change that is not an append. The
     /// chunks of a file are written together, so a store has about as many
@@ -466,6 +483,13 @@ impl VectorIndex {
             }
         }
         let g = self.lines.len() as u32;
+        self.group_kind.push(key.kind);
+        let next = self.languages.len() as u32;
+        let language = *self.language_of.entry(key.language.clone()).or_insert(next);
+        if language == next {
+            self.languages.push(key.language.clone());
+        }
+        self.group_language.push(language);
         let namespace = (key.organization.clone(), key.repository.clone(), key.branch.clone());
         let next = self.namespaces.len() as u32;
         let ns = *self.namespace_of.entry(namespace).or_insert(next);
@@ -487,12 +511,32 @@ impl VectorIndex {
         g
     }
 
+    /// The chunks of each language and each path class, of the rows that
+    /// pass `filter`'s organization, repository, branch and path (not its
+    /// languages and kinds): what a filter by language or kind can find.
+    pub fn facets(&self, filter: &SearchFilter) -> Facets {
+        let unfaceted = SearchFilter { languages: Vec::new(), kinds: Vec::new(), ..filter.clone() };
+        let mask = self.mask(&unfaceted);
+        let mut facets = Facets::default();
+        for (g, &rows) in self.members.iter().enumerate() {
+            if rows == 0 || !mask.passes(g as u32) {
+                continue;
+            }
+            *facets.languages.entry(self.languages[self.group_language[g] as usize].clone()).or_default() +=
+                rows as usize;
+            *facets.kinds.entry(self.group_kind[g]).or_default() += rows as usize;
+        }
+        facets
+    }
+
     /// Evaluates `filter` once per live group.
     pub fn mask(&self, filter: &SearchFilter) -> Mask {
         let unconstrained = filter.organization.is_empty()
             && filter.repository.is_empty()
             && filter.branch.is_empty()
-            && filter.path.is_none();
+            && filter.path.is_none()
+            && filter.languages.is_empty()
+            && filter.kinds.is_empty();
         if unconstrained {
             return Mask(None);
         }
@@ -503,6 +547,17 @@ impl VectorIndex {
             .zip(&self.members)
             .map(|(&ns, &n)| n > 0 && namespace_passes[ns as usize])
             .collect();
+        if !filter.kinds.is_empty() {
+            for (pass, kind) in pass.iter_mut().zip(&self.group_kind) {
+                *pass &= filter.kinds.contains(kind);
+            }
+        }
+        if !filter.languages.is_empty() {
+            let wanted: Vec<bool> = self.languages.iter().map(|l| filter.languages.contains(l)).collect();
+            for (pass, &language) in pass.iter_mut().zip(&self.group_language) {
+                *pass &= wanted[language as usize];
+            }
+        }
         if let Some(glob) = &filter.path {
             self.glob_answers.apply(glob, &self.lines, &mut pass);
         }
@@ -992,7 +1047,14 @@ mod tests {
     }
 
     fn key(org: &str, line: &str) -> GroupKey {
-        GroupKey { organization: org.into(), repository: "r".into(), branch: "main".into(), source_line: line.into() }
+        GroupKey {
+            organization: org.into(),
+            repository: "r".into(),
+            branch: "main".into(),
+            source_line: line.into(),
+            kind: PathClass::Source,
+            language: String::new(),
+        }
     }
 
     #[test]

@@ -116,14 +116,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use rr_core::retrieval::{HybridOptions, LexicalQuery, LexicalStore};
 use rr_core::{
-    BackendError, CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, SearchFilter, VectorQuery,
-    VectorStore,
+    BackendError, CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, PathClass, SearchFilter,
+    VectorQuery, VectorStore,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 pub use error::{EmbeddedError, OPEN_OPERATION, QUERY_OPERATION, READ_OPERATION, WRITE_OPERATION};
 pub use schema::SCHEMA_VERSION;
 
+pub use index::Facets;
 use index::{ExactVectors, FirstStage, GroupKey, VectorIndex, source_line};
 
 /// The database file inside the store's folder.
@@ -144,6 +145,11 @@ pub struct StoredFile {
     /// The file's hash, as in the chunks' `file_hash` metadata.
     pub file_hash: String,
     pub content: String,
+    /// The chunking its records were cut with (an indexer's key of its
+    /// rules and budgets); empty when unknown, which no indexer matches.
+    pub chunking: String,
+    /// How many records that chunking cut it into.
+    pub chunks: usize,
 }
 
 /// One line of [`EmbeddedStore::list_files`].
@@ -153,6 +159,10 @@ pub struct FileEntry {
     pub file_hash: String,
     /// Length of the content in bytes.
     pub size: u64,
+    /// See [`StoredFile::chunking`].
+    pub chunking: String,
+    /// See [`StoredFile::chunks`].
+    pub chunks: usize,
 }
 
 /// One namespace of the store (see [`EmbeddedStore::namespaces`]).
@@ -622,6 +632,13 @@ impl EmbeddedStore {
             .collect())
     }
 
+    /// The chunks of each language and each kind of file among those that
+    /// `filter`'s source and path let through: the values a filter by
+    /// language or kind can take, and how much each finds.
+    pub fn facets(&self, filter: &SearchFilter) -> Result<Facets, EmbeddedError> {
+        Ok(self.view()?.index.facets(filter))
+    }
+
     /// The chunks of the files `query` names by their file names (see
     /// [`rr_core::code_rank::names_file`]) that pass `filter`, in file
     /// order, the most strongly named file first.
@@ -785,6 +802,8 @@ impl EmbeddedStore {
                     repository: m.repository.clone(),
                     branch: m.branch.clone(),
                     source_line: line.to_owned(),
+                    kind: PathClass::of(&m.path),
+                    language: m.language.clone(),
                 };
                 written.push((pk, key, &record.embedding));
             }
@@ -797,12 +816,14 @@ impl EmbeddedStore {
             }
             let mut put = tx
                 .prepare_cached(
-                    "INSERT INTO files (namespace_id, path, file_hash, content) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (namespace_id, path) DO UPDATE SET file_hash = excluded.file_hash, content = excluded.content",
+                    "INSERT INTO files (namespace_id, path, file_hash, content, chunking, chunks) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                     ON CONFLICT (namespace_id, path) DO UPDATE SET file_hash = excluded.file_hash,
+                        content = excluded.content, chunking = excluded.chunking, chunks = excluded.chunks",
                 )
                 .map_err(err())?;
             for f in batch.put_files {
-                put.execute([&f.namespace_id, &f.path, &f.file_hash, &f.content]).map_err(err())?;
+                put.execute(params![f.namespace_id, f.path, f.file_hash, f.content, f.chunking, f.chunks as i64])
+                    .map_err(err())?;
             }
         }
         let lengths = lexicon.apply(&tx).map_err(err())?;
@@ -846,7 +867,7 @@ impl EmbeddedStore {
         reader
             .conn
             .query_row(
-                "SELECT file_hash, content FROM files WHERE namespace_id = ?1 AND path = ?2",
+                "SELECT file_hash, content, chunking, chunks FROM files WHERE namespace_id = ?1 AND path = ?2",
                 [namespace_id, path],
                 |r| {
                     Ok(StoredFile {
@@ -854,6 +875,8 @@ impl EmbeddedStore {
                         path: path.to_owned(),
                         file_hash: r.get(0)?,
                         content: r.get(1)?,
+                        chunking: r.get(2)?,
+                        chunks: r.get::<_, i64>(3)?.max(0) as usize,
                     })
                 },
             )
@@ -868,12 +891,19 @@ impl EmbeddedStore {
         let mut stmt = reader
             .conn
             .prepare_cached(
-                "SELECT path, file_hash, length(CAST(content AS BLOB)) FROM files WHERE namespace_id = ?1 ORDER BY path",
+                "SELECT path, file_hash, length(CAST(content AS BLOB)), chunking, chunks FROM files \
+                 WHERE namespace_id = ?1 ORDER BY path",
             )
             .map_err(err())?;
         let rows = stmt
             .query_map([namespace_id], |r| {
-                Ok(FileEntry { path: r.get(0)?, file_hash: r.get(1)?, size: r.get::<_, i64>(2)? as u64 })
+                Ok(FileEntry {
+                    path: r.get(0)?,
+                    file_hash: r.get(1)?,
+                    size: r.get::<_, i64>(2)? as u64,
+                    chunking: r.get(3)?,
+                    chunks: r.get::<_, i64>(4)?.max(0) as usize,
+                })
             })
             .map_err(err())?;
         rows.collect::<Result<_, _>>().map_err(err())
@@ -1490,7 +1520,9 @@ fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex,
     index.reserve(rows as usize);
     let mut stmt = tx
         .prepare(
-            "SELECT c.pk, c.organization, c.repository, c.branch, c.source_line, v.embedding
+            "SELECT c.pk, c.organization, c.repository, c.branch, c.source_line, v.embedding, c.path,
+                    CASE json_type(c.metadata, '$.language') WHEN 'text' THEN json_extract(c.metadata, '$.language')
+                    ELSE '' END
              FROM chunks c JOIN vectors v ON v.pk = c.pk",
         )
         .map_err(err())?;
@@ -1504,6 +1536,10 @@ fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex,
             repository: row.get(2).map_err(err())?,
             branch: row.get(3).map_err(err())?,
             source_line: row.get(4).map_err(err())?,
+            kind: PathClass::of(row.get_ref(6).map_err(err())?.as_str().unwrap_or_default()),
+            // A language of another JSON type than a string reads as none,
+            // as `Metadata` reads it.
+            language: row.get(7).map_err(err())?,
         };
         index.insert(pk, key, &vector);
     }

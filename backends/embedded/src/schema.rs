@@ -126,6 +126,17 @@ const MIGRATIONS: &[&str] = &[
     // (`num` → `number`, see `fts::SPELLED_OUT`): the table keeps its
     // columns, is emptied and refilled as in version 2.
     "INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all');",
+    // Version 7.
+    //
+    // A stored file records the chunking its records were cut with and how
+    // many there are, so that `index` can skip a file whose text and
+    // chunking are unchanged (and check that its records are all there).
+    // Files stored before have an empty chunking: the first run re-chunks
+    // them once, finds their records unchanged and records the chunking.
+    r#"
+    ALTER TABLE files ADD COLUMN chunking TEXT NOT NULL DEFAULT '';
+    ALTER TABLE files ADD COLUMN chunks INTEGER NOT NULL DEFAULT 0;
+    "#,
 ];
 
 /// The last version that changed what the lexical index holds: a store

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rr_core::{
-    CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, PathGlob, SearchFilter, VectorQuery,
+    CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, PathClass, PathGlob, SearchFilter, VectorQuery,
     VectorStore,
 };
 use rr_embedded::{EmbeddedStore, FileEntry, FileKey, STORE_NAME, StoredFile, WriteBatch};
@@ -111,6 +111,7 @@ fn filter(source: (&str, &str, &str), path: &str) -> SearchFilter {
         repository: source.1.into(),
         branch: source.2.into(),
         path: PathGlob::new(path),
+        ..Default::default()
     }
 }
 
@@ -473,6 +474,8 @@ fn namespaces_are_isolated() {
                 path: "f".into(),
                 file_hash: "h".into(),
                 content: text.into(),
+                chunking: String::new(),
+                chunks: 0,
             })
             .unwrap();
     }
@@ -491,6 +494,8 @@ fn files_are_stored_with_their_chunks() {
         path: "src/main.rs".into(),
         file_hash: "h1".into(),
         content: text.into(),
+        chunking: "semantic-v3".into(),
+        chunks: 1,
     };
     let chunks = [record("m0", "o", "r", "main", "src/main.rs", text, vec![0.6, 0.8])];
     store.write(&WriteBatch { upsert: &chunks, put_files: std::slice::from_ref(&file), ..Default::default() }).unwrap();
@@ -506,8 +511,20 @@ fn files_are_stored_with_their_chunks() {
     assert_eq!(
         store.list_files(ns).unwrap(),
         [
-            FileEntry { path: "README.md".into(), file_hash: "h2".into(), size: 3 },
-            FileEntry { path: "src/main.rs".into(), file_hash: "h1".into(), size: text.len() as u64 },
+            FileEntry {
+                path: "README.md".into(),
+                file_hash: "h2".into(),
+                size: 3,
+                chunking: "semantic-v3".into(),
+                chunks: 1
+            },
+            FileEntry {
+                path: "src/main.rs".into(),
+                file_hash: "h1".into(),
+                size: text.len() as u64,
+                chunking: "semantic-v3".into(),
+                chunks: 1
+            },
         ]
     );
     assert!(store.list_files("other").unwrap().is_empty());
@@ -608,6 +625,7 @@ fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
              tokenize = 'unicode61 remove_diacritics 2');
          INSERT INTO chunks_fts (rowid, body, idents) SELECT pk, document, '' FROM chunks;
          DROP TABLE lexicon; DROP TABLE postings;
+         ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
          UPDATE schema_version SET version = 1;",
     );
     // "parsing" meets "parsed" only through the stems column (`pars`), which
@@ -648,6 +666,7 @@ fn a_version_2_store_gets_its_comments_column_when_opened() {
              contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2');
          INSERT INTO chunks_fts (rowid, body, idents, stems, names) SELECT pk, document, '', '', '' FROM chunks;
          DROP TABLE lexicon; DROP TABLE postings;
+         ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
          UPDATE schema_version SET version = 2;",
     );
     // With the comment weighed as code, the shorter chunk would lead.
@@ -674,10 +693,90 @@ fn a_version_5_store_gets_short_forms_spelled_out_when_opened() {
          INSERT INTO chunks_fts (rowid, body, idents, stems, names, comments)
              SELECT pk, document, '', '', '', '' FROM chunks;
          DELETE FROM lexicon; DELETE FROM postings; DELETE FROM blocks;
+         ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
          UPDATE schema_version SET version = 5;",
     );
     let hits = store.lexical_search("number", &SearchFilter::default(), 5).unwrap();
     assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["short"]);
+}
+
+#[test]
+fn a_version_6_store_keeps_its_files_with_an_unknown_chunking() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let file = StoredFile {
+        namespace_id: "o/r@main".into(),
+        path: "src/lib.rs".into(),
+        file_hash: "h".into(),
+        content: "fn f() {}".into(),
+        chunking: "semantic".into(),
+        chunks: 1,
+    };
+    store.put_file(&file).unwrap();
+    drop(store);
+    // What a version-6 build left: files without their chunking.
+    let store = reopened_after(
+        dir.path(),
+        "ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
+         UPDATE schema_version SET version = 6;",
+    );
+    let got = store.get_file("o/r@main", "src/lib.rs").unwrap().unwrap();
+    assert_eq!(got, StoredFile { chunking: String::new(), chunks: 0, ..file });
+}
+
+/// A record of `path` in `language`, its text naming the widget.
+fn of_language(id: &str, path: &str, language: &str) -> EmbeddedChunk {
+    let mut r = record(id, "acme", "widgets", "main", path, &format!("the widget {id}"), vec![1.0, 0.1]);
+    r.chunk.metadata.language = language.into();
+    r
+}
+
+#[test]
+fn language_and_kind_filters_apply_before_the_limit_in_every_mode_and_after_a_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut records = Vec::new();
+    for i in 0..6 {
+        records.push(of_language(&format!("go{i}"), &format!("cmd/main{i}.go"), "go"));
+        records.push(of_language(&format!("gotest{i}"), &format!("cmd/main{i}_test.go"), "go"));
+        records.push(of_language(&format!("py{i}"), &format!("tests/test_{i}.py"), "python"));
+        records.push(of_language(&format!("md{i}"), &format!("docs/page{i}.md"), "markdown"));
+    }
+    let ids = |hits: Vec<Candidate>| hits.into_iter().map(|c| c.chunk.id).collect::<Vec<_>>();
+    let check = |store: &EmbeddedStore| {
+        let go_tests =
+            SearchFilter { languages: vec!["go".into()], kinds: vec![PathClass::Test], ..Default::default() };
+        for found in [
+            ids(store.search(&[1.0, 0.1], &go_tests, 5).unwrap()),
+            ids(store.lexical_search("widget", &go_tests, 5).unwrap()),
+            ids(store.hybrid_search("widget", &[1.0, 0.1], &go_tests, 5).unwrap()),
+        ] {
+            assert_eq!(found.len(), 5, "{found:?}");
+            assert!(found.iter().all(|id| id.starts_with("gotest")), "{found:?}");
+        }
+        let docs = SearchFilter { kinds: vec![PathClass::Docs], ..Default::default() };
+        let found = ids(store.search(&[1.0, 0.1], &docs, 20).unwrap());
+        assert_eq!(found.len(), 6, "{found:?}");
+        assert!(found.iter().all(|id| id.starts_with("md")), "{found:?}");
+        let nothing = SearchFilter { languages: vec!["cobol".into()], ..Default::default() };
+        assert!(store.search(&[1.0, 0.1], &nothing, 5).unwrap().is_empty());
+
+        let facets = store.facets(&SearchFilter::default()).unwrap();
+        let languages: Vec<(&str, usize)> = facets.languages.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+        assert_eq!(languages, [("go", 12), ("markdown", 6), ("python", 6)]);
+        assert_eq!(
+            (
+                facets.kinds.get(&PathClass::Source),
+                facets.kinds.get(&PathClass::Test),
+                facets.kinds.get(&PathClass::Docs)
+            ),
+            (Some(&6), Some(&12), Some(&6))
+        );
+        let in_docs = store.facets(&filter(("", "", ""), "docs/*")).unwrap();
+        assert_eq!(in_docs.languages.keys().collect::<Vec<_>>(), ["markdown"]);
+    };
+    check(&filled(dir.path(), &records));
+    // Read back from SQLite, not kept from the writes.
+    check(&EmbeddedStore::open(dir.path()).unwrap());
 }
 
 /// The store in `dir` opened by this build after `sql` turned it back into
@@ -716,7 +815,8 @@ fn a_version_2_store_gets_the_lexical_index_when_opened() {
     };
     // What a version-2 build left: no lexical index.
     let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
-    conn.execute_batch("DROP TABLE lexicon; DROP TABLE postings; UPDATE schema_version SET version = 2;").unwrap();
+    conn.execute_batch("DROP TABLE lexicon; DROP TABLE postings; ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
+         UPDATE schema_version SET version = 2;").unwrap();
     drop(conn);
     let store = EmbeddedStore::open(dir.path()).unwrap();
     let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
@@ -760,6 +860,7 @@ fn a_version_4_store_gets_the_packed_lexical_index_when_opened() {
              PRIMARY KEY (term, last_pk)) WITHOUT ROWID;
          INSERT INTO lexicon VALUES ('parse', 1, 0);
          INSERT INTO postings VALUES ('parse', 1, x'01');
+         ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
          UPDATE schema_version SET version = 4;",
     );
     let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
@@ -862,6 +963,8 @@ fn crash_writer_child() {
             path: "gen.txt".into(),
             file_hash: format!("h{generation}"),
             content: generation.to_string(),
+            chunking: String::new(),
+            chunks: 0,
         };
         store.write(&WriteBatch { delete, upsert: &upsert, put_files: &[file], ..Default::default() }).unwrap();
         std::fs::write(Path::new(&dir).join("ready"), generation.to_string()).unwrap();

@@ -40,6 +40,7 @@ fn query(embedding: Vec<f32>, n: usize, org: &str, repo: &str, branch: &str, pat
             repository: repo.into(),
             branch: branch.into(),
             path: PathGlob::new(path),
+            ..Default::default()
         },
     }
 }

@@ -111,6 +111,7 @@ async fn results_equal_an_exact_cosine_ranking_with_the_same_filters() {
                     repository: repo.into(),
                     branch: branch.into(),
                     path: PathGlob::new(glob),
+                    ..Default::default()
                 },
             };
             let got = store.query(&q, &ctx).await.unwrap_or_else(|e| panic!("{collection} {glob:?}: {e}"));
@@ -184,6 +185,7 @@ async fn grpc_fake_records_the_requests_of_a_paged_glob_search() {
             repository: "widgets".into(),
             branch: "main".into(),
             path: PathGlob::new("**/*.go"),
+            ..Default::default()
         },
     };
     let got = store.query(&q, &call).await.unwrap();

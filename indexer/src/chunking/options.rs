@@ -18,6 +18,23 @@ pub struct ChunkingOptions {
     pub scheme: ChunkingScheme,
 }
 
+impl ChunkingOptions {
+    /// What a store records beside a file to say how its records were cut:
+    /// the scheme, its version, the budgets and the record schema. A file
+    /// stored with the same text and key has the records this build would
+    /// make, so `index` need not read its chunks again.
+    pub fn key(&self) -> String {
+        format!(
+            "{}-v{}:size={}:overlap={}:schema={}",
+            self.scheme.name(),
+            self.scheme.version(),
+            self.chunk_size,
+            self.chunk_overlap,
+            crate::records::SCHEMA_VERSION
+        )
+    }
+}
+
 impl Default for ChunkingOptions {
     fn default() -> Self {
         ChunkingOptions { chunk_size: 512, chunk_overlap: 64, scheme: ChunkingScheme::Reference }
