@@ -48,6 +48,7 @@ mod identity;
 mod pipeline;
 mod pytext;
 mod records;
+mod schema;
 pub mod sync;
 mod tokens;
 mod wildmatch;

@@ -7,8 +7,7 @@ use crate::chunking::{self, ChunkingOptions, ChunkingScheme};
 use crate::classify::DecodedFile;
 use crate::identity::{self, Identity};
 
-/// The record schema version (metadata `schema_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub use crate::schema::SCHEMA_VERSION;
 
 /// The context prefix of a document: `Source:` and `Type:` lines, optional
 /// `Section:` and `Symbol:` lines, then a blank line.

@@ -152,7 +152,7 @@ fn is_loopback_origin(origin: &str) -> bool {
     let Some(rest) = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://")) else {
         return false;
     };
-    !rest.contains(['/', '@', '?', '#']) && crate::http::is_loopback_host(rest)
+    !rest.contains(['/', '@', '?', '#']) && is_loopback_host(rest)
 }
 
 impl Origins {
@@ -237,6 +237,20 @@ impl Access {
             }),
         }
     }
+}
+
+/// Whether `host` (`name`, `name:port`, `[v6]:port`) is a loopback host.
+pub(crate) fn is_loopback_host(host: &str) -> bool {
+    let bare = if let Some(rest) = host.strip_prefix('[') {
+        rest.split_once(']').map_or(rest, |(h, _)| h)
+    } else if host.matches(':').count() == 1 {
+        host.split_once(':').map_or(host, |(h, _)| h)
+    } else {
+        host
+    };
+    // An IPv4-mapped IPv6 address counts as its IPv4 address, as in Go's netip.
+    bare.eq_ignore_ascii_case("localhost")
+        || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 #[cfg(test)]

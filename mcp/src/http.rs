@@ -40,7 +40,7 @@ use serde_json::value::RawValue;
 use time::format_description::well_known::Rfc3339;
 use tokio::net::TcpListener;
 
-use crate::auth::{Access, Refusal};
+use crate::auth::{Access, Refusal, is_loopback_host};
 use crate::direct::{Direct, Served};
 use crate::frame::{self, KeptId, Verdict};
 
@@ -473,18 +473,6 @@ fn json_bytes(status: StatusCode, body: Vec<u8>) -> Reply {
     *response.status_mut() = status;
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
     response
-}
-
-pub(crate) fn is_loopback_host(host: &str) -> bool {
-    let bare = if let Some(rest) = host.strip_prefix('[') {
-        rest.split_once(']').map_or(rest, |(h, _)| h)
-    } else if host.matches(':').count() == 1 {
-        host.split_once(':').map_or(host, |(h, _)| h)
-    } else {
-        host
-    };
-    // An IPv4-mapped IPv6 address counts as its IPv4 address, as in Go's netip.
-    bare.eq_ignore_ascii_case("localhost") || bare.parse::<IpAddr>().is_ok_and(|ip| ip.to_canonical().is_loopback())
 }
 
 /// A client that reached a loopback address must name a loopback host: a

@@ -30,7 +30,7 @@ impl ChunkingOptions {
             self.scheme.version(),
             self.chunk_size,
             self.chunk_overlap,
-            crate::records::SCHEMA_VERSION
+            crate::schema::SCHEMA_VERSION
         )
     }
 }
