@@ -19,7 +19,7 @@
 mod registry;
 mod wordpiece;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use async_trait::async_trait;
 use rr_core::{BackendError, CallContext, Embedder};
@@ -183,7 +183,7 @@ impl Embedder for PotionEmbedder {
         if inputs.len() <= INLINE_BATCH {
             return self.embed_all(inputs);
         }
-        let (embedder, inputs) = (*self, Arc::new(inputs.to_vec()));
+        let (embedder, inputs) = (*self, inputs.to_vec());
         tokio::task::spawn_blocking(move || embedder.embed_all(&inputs))
             .await
             .map_err(|e| BackendError::new("potion", format!("potion embedding failed: {e}")))?
