@@ -75,13 +75,8 @@
 //! weighted reciprocal-rank fusion ([`rr_core::retrieval`]): each list is
 //! taken to depth `max(k, depth)` and a chunk scores
 //! `Σ weight / (rrf_k + rank)` over the lists it appears in (rank from 1),
-//! so a chunk both rankings like beats one only a single ranking loves;
-//! then, for a query of several words, the best lexical rows that hold it
-//! verbatim come first ([`rr_core::retrieval::promote_verbatim`]); then the
-//! first [`HybridOptions::rerank`] after them are ordered again by how much
-//! of the query each holds, in its names and its code (`evidence.rs`). It
-//! runs on one snapshot and reads only the `max(k, rerank)` fused documents
-//! (and the best lexical rows' for the verbatim test), which is why
+//! so a chunk both rankings like beats one only a single ranking loves. It
+//! runs on one snapshot and reads only the `k` fused documents, which is why
 //! the store fuses itself ([`LexicalStore::hybrid_query`]) rather than
 //! letting the pipeline fuse two full answers. Through the core traits the
 //! store is a [`LexicalStore`], so the `lexical` and `hybrid` retrieval
@@ -92,7 +87,6 @@
 //! the store (cheap, it is an `Arc`) into `spawn_blocking` to call the others.
 
 mod error;
-mod evidence;
 mod fts;
 mod index;
 mod lexical;
@@ -523,13 +517,9 @@ impl EmbeddedStore {
     }
 
     /// Vector and lexical rankings fused by weighted reciprocal-rank fusion
-    /// (see the crate docs): the best lexical rows that hold a query of
-    /// several words verbatim first, then by fused score, as
-    /// [`rr_core::retrieval::fuse_hybrid`] of the two rankings orders them;
-    /// then the first `options.rerank` after the verbatim rows by the
-    /// evidence of the query's terms in them (0 keeps the fused order).
-    /// `distance` is the negated fused score, so after that second look it
-    /// need not grow down the list.
+    /// (see the crate docs), as [`rr_core::retrieval::fuse_hybrid`] of the
+    /// two rankings orders them.
+    /// `distance` is the negated fused score.
     pub fn hybrid_search_with(
         &self,
         query: &str,
@@ -573,54 +563,9 @@ impl EmbeddedStore {
             }),
         };
         let (vector, lexical) = (vector?, lexical?);
-        let mut fused = hybrid_fusion(&vector, &lexical, options, usize::MAX);
-        let mut reader = self.reader();
-        // Chunks already read, for the verbatim test: the answer reuses them.
-        let mut read: HashMap<i64, Candidate> = HashMap::new();
-        let mut promoted = 0;
-        if let Some(phrase) = rr_core::retrieval::verbatim_phrase(query) {
-            let best = &lexical[..lexical.len().min(rr_core::retrieval::VERBATIM_DEPTH)];
-            let rows = view.fetch_rows(&reader, best)?;
-            // The fused entries of the verbatim rows, in the lexical order;
-            // every lexical row is among the fused.
-            let verbatim: Vec<(i64, f64)> = rows
-                .iter()
-                .filter(|(_, c)| rr_core::retrieval::contains_verbatim(&c.chunk.document, &phrase))
-                .filter_map(|(pk, _)| fused.iter().find(|h| h.0 == *pk).copied())
-                .collect();
-            promoted = verbatim.len();
-            fused = rr_core::retrieval::promote_verbatim(fused, &verbatim);
-            read.extend(rows);
-        }
-        // The verbatim rows keep their lead; the head after them is read
-        // again for the query's terms (`evidence.rs`).
-        let head = fused.len().min(k.max(promoted.saturating_add(options.rerank)));
-        fused.truncate(head);
-        let unread: Vec<(i64, f64)> = fused.iter().filter(|(pk, _)| !read.contains_key(pk)).copied().collect();
-        read.extend(view.fetch_rows(&reader, &unread)?);
-        if options.rerank > 1 && fused.len() > promoted + 1 {
-            let terms = evidence::query_terms(query);
-            if !terms.is_empty() {
-                let rows = view.index.len() as u64;
-                let terms = evidence::weigh(terms, rows, |token| reader.token_frequency(token, view.changes, plan))
-                    .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?;
-                let tail = &mut fused[promoted..];
-                let end = tail.len().min(options.rerank);
-                let mut matcher = evidence::Matcher::new(&terms);
-                let evidence: Vec<evidence::Evidence> = tail[..end]
-                    .iter()
-                    .map(|(pk, _)| {
-                        read.get(pk).map_or_else(evidence::Evidence::default, |c| {
-                            matcher.of(&c.chunk.document, &c.chunk.metadata)
-                        })
-                    })
-                    .collect();
-                let reordered: Vec<(i64, f64)> = evidence::order(&evidence).into_iter().map(|i| tail[i]).collect();
-                tail[..end].copy_from_slice(&reordered);
-            }
-        }
-        // Every row of the head is read, and the head holds the first k.
-        fused.truncate(k);
+        let fused = hybrid_fusion(&vector, &lexical, options, k);
+        let reader = self.reader();
+        let mut read: HashMap<i64, Candidate> = view.fetch_rows(&reader, &fused)?.into_iter().collect();
         Ok(fused
             .into_iter()
             .filter_map(|(pk, distance)| {
@@ -1903,7 +1848,7 @@ mod tests {
         // 3 is second in both; 2 is first in one and fourth in the other.
         let vector = vec![(1, 0.1), (3, 0.2), (5, 0.3), (2, 0.4)];
         let lexical = vec![(2, -9.0), (3, -8.0), (4, -1.0)];
-        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50, rerank: 0 };
+        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50 };
         let fused = hybrid_fusion(&vector, &lexical, &equal, 3);
         let pks: Vec<i64> = fused.iter().map(|h| h.0).collect();
         assert_eq!(pks, [3, 2, 1]);
