@@ -34,6 +34,7 @@ use std::collections::HashMap;
 use crate::paths::PathClass;
 use crate::record::Candidate;
 use crate::select::clean_document;
+use crate::text::{self, words};
 
 /// The code ranking's weights (see the module docs).
 #[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
@@ -84,11 +85,6 @@ pub struct QueryShape {
     pub asks_for: Vec<PathClass>,
 }
 
-const STOPWORDS: &[&str] = &[
-    "and", "are", "the", "for", "from", "has", "have", "how", "not", "was", "what", "when", "where", "which", "who",
-    "why", "with", "does", "into", "that", "this", "its", "can", "use", "used", "using", "between", "via",
-];
-
 impl QueryShape {
     pub fn of(query: &str) -> QueryShape {
         let trimmed = query.trim();
@@ -101,7 +97,7 @@ impl QueryShape {
         let mut keywords: Vec<String> = Vec::new();
         for word in words(trimmed) {
             let lower = word.to_ascii_lowercase();
-            if lower.len() > 2 && !STOPWORDS.contains(&lower.as_str()) && !keywords.contains(&lower) {
+            if lower.len() > 2 && !text::is_stopword(&lower) && !keywords.contains(&lower) {
                 keywords.push(lower);
             }
         }
@@ -122,11 +118,6 @@ impl QueryShape {
         }
         QueryShape { symbol, identifiers, keywords, asks_for }
     }
-}
-
-/// Words: runs of letters, digits and `_`.
-fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty())
 }
 
 fn is_ident_char(c: char) -> bool {
@@ -152,7 +143,7 @@ fn is_type_name(word: &str) -> bool {
     chars.next().is_some_and(char::is_uppercase)
         && word.len() >= 3
         && chars.any(char::is_lowercase)
-        && !STOPWORDS.contains(&word.to_ascii_lowercase().as_str())
+        && !text::is_stopword(&word.to_lowercase())
         && !QUESTION_WORDS.contains(&word.to_ascii_lowercase().as_str())
 }
 
@@ -295,24 +286,7 @@ fn defines_at(line: &str, at: usize, rest: &str) -> bool {
 /// The lower-cased parts of an identifier: `JsonArray` → `json`, `array`;
 /// `bash_completions` → `bash`, `completions`.
 fn parts(identifier: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for word in identifier.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        let chars: Vec<char> = word.chars().collect();
-        let mut start = 0;
-        for i in 1..chars.len() {
-            let (prev, cur) = (chars[i - 1], chars[i]);
-            let next_lower = chars.get(i + 1).is_some_and(|c| c.is_lowercase());
-            if (prev.is_lowercase() && cur.is_uppercase())
-                || (prev.is_uppercase() && cur.is_uppercase() && next_lower)
-                || (prev.is_alphabetic() != cur.is_alphabetic())
-            {
-                out.push(chars[start..i].iter().collect::<String>().to_lowercase());
-                start = i;
-            }
-        }
-        out.push(chars[start..].iter().collect::<String>().to_lowercase());
-    }
-    out
+    words(identifier).flat_map(text::parts).map(str::to_lowercase).collect()
 }
 
 /// The file name's stem and its folder's name, as lower-case parts.

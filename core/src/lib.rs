@@ -23,6 +23,7 @@ pub mod request;
 pub mod rerank;
 pub mod retrieval;
 pub mod select;
+pub mod text;
 pub mod traits;
 
 pub use code_rank::CodeRank;

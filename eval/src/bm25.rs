@@ -11,7 +11,7 @@
 //! `f` times gains `idf · f · (k1 + 1) / (f + k1 · (1 − b + b · |d| / avgdl))`,
 //! once per occurrence of the token in the query, as `get_scores` sums.
 //!
-//! Tokens (documented in docs/evaluation.md): every run of Unicode letters,
+//! Tokens are `rr_core::text::tokens`, the split every ranking shares: every run of Unicode letters,
 //! digits and `_` in the chunk's document (the `Source:` line included), lower-cased; a run with
 //! several parts (split at `_`, lower→upper, `ABCd` → `AB`+`Cd` and
 //! letter↔digit boundaries) also gives each part: `parseHTTPConfig_v2` →
@@ -37,35 +37,7 @@ pub const NAME: &str = "bm25";
 
 /// The tokens of `text` (module docs), in order, with repeats.
 pub fn tokens(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|w| !w.is_empty()) {
-        let parts: Vec<&str> = word.split('_').filter(|p| !p.is_empty()).flat_map(identifier_parts).collect();
-        out.push(word.to_lowercase());
-        if parts.len() > 1 {
-            out.extend(parts.into_iter().map(str::to_lowercase));
-        }
-    }
-    out
-}
-
-/// Splits at lower→upper, `ABCd` → `AB`, `Cd` and letter↔digit boundaries.
-fn identifier_parts(piece: &str) -> Vec<&str> {
-    let chars: Vec<(usize, char)> = piece.char_indices().collect();
-    let mut parts = Vec::new();
-    let mut start = 0;
-    for i in 1..chars.len() {
-        let (prev, cur) = (chars[i - 1].1, chars[i].1);
-        let next = chars.get(i + 1).map(|c| c.1);
-        if (prev.is_lowercase() && cur.is_uppercase())
-            || prev.is_alphabetic() != cur.is_alphabetic()
-            || (prev.is_uppercase() && cur.is_uppercase() && next.is_some_and(char::is_lowercase))
-        {
-            parts.push(&piece[start..chars[i].0]);
-            start = chars[i].0;
-        }
-    }
-    parts.push(&piece[start..]);
-    parts
+    rr_core::text::tokens(text)
 }
 
 /// Every chunk of a store with its BM25 statistics, searchable as a

@@ -28,11 +28,9 @@
 //! `RR_BENCH_SIZES=100000` runs only the given sizes; `RR_BENCH_KEEP_DIR=DIR`
 //! keeps the written stores in `DIR` and reuses them on the next run;
 //! `RR_BENCH_VECTOR_ONLY=1` runs the vector cases alone;
-//! `RR_BENCH_BASELINE_QUERIES=40` times FTS5's plan and the old postings on
-//! the first 40 queries only (each takes a quarter second at 1M chunks);
-//! `RR_BENCH_BASELINE_QUERIES=0` leaves them out, so the resident memory
-//! with the lexical cache warm is the store's alone (the old postings'
-//! dropped cache stays in the allocator otherwise).
+//! `RR_BENCH_BASELINE_QUERIES=40` times FTS5's scan on the first 40 queries
+//! only (each takes a quarter second at 1M chunks);
+//! `RR_BENCH_BASELINE_QUERIES=0` leaves it out.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -398,11 +396,10 @@ fn thread_cpu_ms() -> f64 {
 }
 
 /// Lexical and hybrid rows of the main table (the default execution), and
-/// the rows of the lexical-execution table: FTS5's own plan, the in-memory
-/// postings read from FTS5 (the execution before the persistent index) and
-/// the persistent index, on the same queries in the same process, then the
-/// index cold and after a write. Also the resident memory with the index's
-/// cache warm and the old postings' cache dropped.
+/// the rows of the lexical-execution table: FTS5 scoring every allowed
+/// match against the persistent index, on the same queries in the same
+/// process, then the index cold and after a write. Also the resident memory
+/// with the index's cache warm.
 #[allow(clippy::too_many_arguments)]
 fn lexical_cases(
     store: &EmbeddedStore,
@@ -443,19 +440,6 @@ fn lexical_cases(
         .ok()
         .and_then(|v| v.parse().ok())
         .map_or(QUERIES, |n: usize| if n == 0 { 0 } else { n.clamp(10, QUERIES) });
-    // The old in-memory postings first, then their cache is dropped, so the
-    // resident memory below is the persistent index's.
-    let mut old = Vec::new();
-    for case in 0..names.len() {
-        if baseline == 0 {
-            old.push((f64::NAN, f64::NAN, f64::NAN));
-            continue;
-        }
-        let f = run(case, LexicalPlan::Postings);
-        (0..baseline).for_each(|i| _ = f(i));
-        old.push(time_first(baseline, &f));
-    }
-    store.forget_lexical_caches();
     let mut rows = Vec::new();
     for (case, name) in names.iter().enumerate() {
         let (fts5, index) = (run(case, LexicalPlan::Fts5), run(case, LexicalPlan::Index));
@@ -473,32 +457,19 @@ fn lexical_cases(
             _ => time_first(baseline, &fts5),
         };
         let (p50, p99, cpu) = time_queries(&index);
-        let (old_p50, old_p99, old_cpu) = old[case];
         println!("| {n} | {name} | {p50:.2} | {p99:.2} | {cpu:.2} |");
         rows.push(format!(
-            "| {n} | {name} | {fts5_p50:.2} | {old_p50:.2} | {p50:.2} | {fts5_p99:.2} | {old_p99:.2} | {p99:.2} \
-             | {fts5_cpu:.2} | {old_cpu:.2} | {cpu:.2} | {:.1}× | {:.1}× |",
-            fts5_cpu / cpu,
-            old_cpu / cpu
+            "| {n} | {name} | {fts5_p50:.2} | {p50:.2} | {fts5_p99:.2} | {p99:.2} | {fts5_cpu:.2} | {cpu:.2} | {:.1}× |",
+            fts5_cpu / cpu
         ));
     }
     let rss = rss_mib();
     let index = run(0, LexicalPlan::Index);
-    let old = run(0, LexicalPlan::Postings);
     let forget = |_: usize| store.forget_lexical_caches();
-    let (old_p50, old_p99, old_cpu) = match baseline {
-        0 => (f64::NAN, f64::NAN, f64::NAN),
-        _ => time_cold(forget, &old),
-    };
     let (p50, p99, cpu) = time_cold(forget, &index);
-    rows.push(format!(
-        "| {n} | {}, cold (every cache dropped) | | {old_p50:.2} | {p50:.2} | | {old_p99:.2} | {p99:.2} | | {old_cpu:.2} | {cpu:.2} | | {:.1}× |",
-        names[0],
-        old_cpu / cpu
-    ));
+    rows.push(format!("| {n} | {}, cold (every cache dropped) | | {p50:.2} | | {p99:.2} | | {cpu:.2} | |", names[0]));
     // A real write between queries: one chunk of the corpus's words
-    // written and deleted again, so the store ends as it was. The old
-    // postings dropped everything on any write (the row above).
+    // written and deleted again, so the store ends as it was.
     let mut probe = generate(1, rng, zipf, words, |rng, _| rng.unit_vector(DIM));
     let mut record = probe.pop().unwrap().1;
     record.chunk.id = "bench-probe".into();
@@ -508,7 +479,7 @@ fn lexical_cases(
     };
     let (p50, p99, cpu) = time_cold(write, &index);
     rows.push(format!(
-        "| {n} | {}, after a 1-chunk write and delete | | | {p50:.2} | | | {p99:.2} | | | {cpu:.2} | | |",
+        "| {n} | {}, after a 1-chunk write and delete | | {p50:.2} | | {p99:.2} | | {cpu:.2} | |",
         names[0]
     ));
     (rows, rss)
@@ -533,10 +504,10 @@ fn time_cold(prepare: impl Fn(usize), f: impl Fn(usize) -> usize) -> (f64, f64, 
 
 fn print_lexical_versus(rows: &[String]) {
     println!(
-        "| chunks | case | FTS5 plan p50 ms | old postings p50 ms | index p50 ms | FTS5 plan p99 ms | old postings p99 ms \
-         | index p99 ms | FTS5 plan CPU ms | old postings CPU ms | index CPU ms | FTS5 / index CPU | old / index CPU |"
+        "| chunks | case | FTS5 p50 ms | index p50 ms | FTS5 p99 ms | index p99 ms | FTS5 CPU ms | index CPU ms \
+         | FTS5 / index CPU |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for row in rows {
         println!("{row}");
     }

@@ -440,16 +440,12 @@ impl Edit {
         conn: &Connection,
         ids: impl IntoIterator<Item = &'a str>,
     ) -> rusqlite::Result<()> {
-        let mut select = conn.prepare_cached("SELECT pk, document, metadata FROM chunks WHERE id = ?1")?;
+        let mut select = conn.prepare_cached("SELECT pk, document FROM chunks WHERE id = ?1")?;
         let mut any = false;
         for id in ids {
-            let row: Option<(i64, String, String)> =
-                select.query_row([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).optional()?;
-            let Some((pk, document, metadata)) = row else { continue };
-            // A record that cannot be parsed was indexed with its document
-            // and default metadata (see the write path's `fts::columns`).
-            let metadata = serde_json::from_str(&metadata).unwrap_or_default();
-            self.stage(conn, pk, &fts::columns(&document, &metadata))?;
+            let row: Option<(i64, String)> = select.query_row([id], |r| Ok((r.get(0)?, r.get(1)?))).optional()?;
+            let Some((pk, document)) = row else { continue };
+            self.stage(conn, pk, &fts::columns(&document))?;
             any = true;
         }
         if any {
@@ -817,7 +813,7 @@ pub(crate) fn rebuild(conn: &Connection) -> rusqlite::Result<()> {
          DROP TABLE IF EXISTS temp.lexicon_build;
          CREATE VIRTUAL TABLE temp.lexicon_build USING fts5vocab(main, chunks_fts, instance);",
     )?;
-    let lens = crate::postings::docsizes(conn)?;
+    let lens = crate::lexical::docsizes(conn)?;
     let min_len = |pks: &[u32]| pks.iter().map(|&pk| lens.get(pk as usize).copied().unwrap_or(0)).min().unwrap_or(0);
     {
         let mut lexicon = conn
@@ -1047,7 +1043,7 @@ impl TermData {
 }
 
 /// A phrase's rows and their `bm25()` terms, as FTS5 scores the phrase
-/// alone (see `postings.rs`), with the largest term of each block.
+/// alone (see `lexical::phrase_terms`), with the largest term of each block.
 ///
 /// A term is kept as the row's weighted frequency of the phrase (one byte:
 /// which of the list's few distinct frequencies), found from FTS5's term
@@ -1461,7 +1457,7 @@ impl Cache {
     /// Every row's length in tokens, by pk, as of change `changes`.
     pub fn lengths(&mut self, conn: &Connection, changes: u64) -> rusqlite::Result<&[u32]> {
         if self.lengths.is_none() || self.lengths_at != changes {
-            self.lengths = Some(crate::postings::docsizes(conn)?);
+            self.lengths = Some(crate::lexical::docsizes(conn)?);
             self.lengths_at = changes;
         }
         Ok(self.lengths.as_deref().unwrap_or_default())
@@ -1573,7 +1569,7 @@ impl Cache {
         if let Some(list) = self.phrases.get(&term.text) {
             return Ok(Some(List::Phrase(list.clone())));
         }
-        let Some((pks, terms)) = crate::postings::phrase_terms(conn, term)? else { return Ok(None) };
+        let Some((pks, terms)) = crate::lexical::phrase_terms(conn, term)? else { return Ok(None) };
         let lengths = self.lengths(conn, changes)?;
         let list = Arc::new(PhraseList::new(pks, terms, stats, lengths));
         if self.phrase_bytes + list.bytes() <= PHRASE_BYTES {

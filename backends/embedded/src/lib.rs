@@ -53,8 +53,8 @@
 //!
 //! **Lexical and hybrid search.** [`EmbeddedStore::lexical_search`] ranks
 //! with FTS5's BM25 over the documents plus the camelCase parts of their
-//! identifiers, their word stems and their names (weighted columns, see
-//! `fts.rs`), any query word matching, filtering before the cut-off like
+//! identifiers and their word stems (weighted columns, see `fts.rs`), any
+//! query word matching, filtering before the cut-off like
 //! vector search.
 //! Words in at least half of the chunks, whose IDF FTS5 clamps to 1e-6, are
 //! left out of the first pass (see `lexical_hits`). FTS5 has no top-k
@@ -67,10 +67,8 @@
 //! reach the top, with FTS5's formula and statistics, so the answer, scores
 //! included, is exactly that of scoring every match with `bm25()`. Phrases
 //! of several words are matched by FTS5 (the index keeps no positions).
-//! `postings.rs` holds the execution before the persistent index (postings
-//! read from FTS5 into memory between writes) and `lexical.rs` FTS5's own
-//! plan (rare phrases first, the rest bounded), which the bench compares
-//! against.
+//! `lexical.rs` holds FTS5's own scan, the reference the tests and the
+//! bench compare the index with.
 //! [`EmbeddedStore::hybrid_search_with`] fuses the vector and lexical rankings by
 //! weighted reciprocal-rank fusion ([`rr_core::retrieval`]): each list is
 //! taken to depth `max(k, depth)` and a chunk scores
@@ -91,7 +89,6 @@ mod fts;
 mod index;
 mod lexical;
 mod lexindex;
-mod postings;
 mod quant;
 pub mod registry;
 mod schema;
@@ -266,8 +263,6 @@ struct Reader {
     document_frequency: HashMap<String, u64>,
     /// FTS5's row count and average row length, valid likewise.
     stats: Option<lexical::TableStats>,
-    /// Postings of query phrases, valid likewise (see `postings.rs`).
-    postings: postings::Cache,
     /// Blocks of the persistent lexical index, each valid for its token's
     /// generation, and every row's length (see `lexindex.rs`).
     lexicon: lexindex::Cache,
@@ -277,9 +272,6 @@ struct Reader {
     /// postings can be read from the vocabulary.
     tokens_are_terms: bool,
 }
-
-/// The per-connection `fts5vocab` table listing every token instance.
-const FTS_INSTANCES: &str = "temp.chunks_fts_instances";
 
 /// Most document frequencies kept between writes.
 const DOCUMENT_FREQUENCY_CACHE: usize = 4096;
@@ -326,7 +318,6 @@ impl Reader {
     fn clear_caches(&mut self) {
         self.document_frequency.clear();
         self.stats = None;
-        self.postings.clear();
     }
 
     /// FTS5's table statistics, cached until the next change.
@@ -343,13 +334,11 @@ impl Reader {
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LexicalPlan {
-    /// Block-max MaxScore over the persistent index (`lexindex.rs`).
+    /// Block-max MaxScore over the persistent index (`lexindex.rs`): the
+    /// one execution a search uses.
     Index,
-    /// MaxScore over postings read from FTS5 and held in memory
-    /// (`postings.rs`), as lexical search ran before the persistent index.
-    Postings,
-    /// FTS5 scores every row it considers (`best_rows`): the execution the
-    /// bench compares against.
+    /// FTS5 scores every allowed row that matches (`lexical.rs`): the
+    /// reference the tests and the bench compare the index with.
     Fts5,
 }
 
@@ -404,7 +393,6 @@ impl EmbeddedStore {
                     conn: reader,
                     document_frequency: HashMap::new(),
                     stats: None,
-                    postings: postings::Cache::default(),
                     lexicon: lexindex::Cache::default(),
                     changes: 0,
                     tokens_are_terms,
@@ -478,7 +466,7 @@ impl EmbeddedStore {
         self.lexical_search_planned(query, filter, k, LexicalPlan::Index)
     }
 
-    /// Drops what lexical search keeps between writes (postings, row
+    /// Drops what lexical search keeps between writes (blocks, row
     /// lengths, document frequencies), as a write does: the bench measures
     /// the first query after a change with it.
     #[doc(hidden)]
@@ -548,7 +536,7 @@ impl EmbeddedStore {
         let (vector, lexical) = match plan {
             // The in-memory ranking takes a fraction of the scan's time, less
             // than handing the scan to another thread costs on a busy machine.
-            LexicalPlan::Index | LexicalPlan::Postings => {
+            LexicalPlan::Index => {
                 let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth, plan);
                 (view.vector_hits(&self.inner.reader, embedding, filter, depth), lexical)
             }
@@ -738,9 +726,9 @@ impl EmbeddedStore {
                     )
                     .map_err(err())?;
                 vec.execute(params![pk, vector_blob(&record.embedding)]).map_err(err())?;
-                let columns = fts::columns(&chunk.document, m);
-                let [body, idents, stems, names, comments] = &columns;
-                fts.execute(params![pk, body, idents, stems, names, comments]).map_err(err())?;
+                let columns = fts::columns(&chunk.document);
+                let [body, idents, stems] = &columns;
+                fts.execute(params![pk, body, idents, stems]).map_err(err())?;
                 lexicon.stage(&tx, pk, &columns).map_err(err())?;
                 let key = GroupKey {
                     organization: m.organization.clone(),
@@ -1165,23 +1153,11 @@ impl View<'_> {
         let rows = index.len() as u64;
         let mut phrases = Vec::with_capacity(terms.len());
         for term in terms {
-            let (document_frequency, at_most) = if term.single_token {
-                (Some(reader.token_frequency(&term.text, self.changes, plan).map_err(err())?), None)
-            } else {
-                // `unicode61` splits `load_config2` into `load` and `config2`;
-                // a phrase is in no more rows than its rarest word.
-                let mut at_most = None;
-                for token in term.text.split(['_', ' ']).filter(|t| !t.is_empty()) {
-                    if !token.bytes().all(|b| b.is_ascii_alphanumeric()) {
-                        at_most = None;
-                        break;
-                    }
-                    let df = reader.token_frequency(token, self.changes, plan).map_err(err())?;
-                    at_most = Some(at_most.map_or(df, |n: u64| n.min(df)));
-                }
-                (None, at_most)
+            let document_frequency = match term.single_token {
+                true => Some(reader.token_frequency(&term.text, self.changes, plan).map_err(err())?),
+                false => None,
             };
-            phrases.push(lexical::Phrase { term, document_frequency, at_most });
+            phrases.push(lexical::Phrase { term, document_frequency });
         }
         let informative: Vec<lexical::Phrase<'_>> =
             phrases.iter().copied().filter(|p| p.document_frequency.is_none_or(|df| 2 * df < rows)).collect();
@@ -1212,31 +1188,9 @@ impl View<'_> {
             if plan == LexicalPlan::Index && reader.tokens_are_terms {
                 found = view_index_rows(reader, &pass, self.changes, &allowed, need)?;
             }
-            if plan == LexicalPlan::Postings
-                && let Some(stats) = reader.table_stats(self.changes).map_err(err())?
-            {
-                let Reader { conn, postings: cache, tokens_are_terms, .. } = &mut *reader;
-                let wanted: Vec<_> = pass.iter().map(|p| (p.term, p.document_frequency.or(p.at_most))).collect();
-                let mut lists = Vec::with_capacity(pass.len());
-                let docsize = match cache.can_serve(&wanted, *tokens_are_terms) {
-                    true => Some(cache.docsize(conn).map_err(err())?),
-                    false => None,
-                };
-                for p in pass.iter().filter(|_| docsize.is_some()) {
-                    match cache.postings(conn, FTS_INSTANCES, p.term, *tokens_are_terms).map_err(err())? {
-                        Some(list) => lists.push(list),
-                        None => break,
-                    }
-                }
-                if let Some(docsize) = docsize
-                    && lists.len() == pass.len()
-                {
-                    found = Some(postings::best_rows(&lists, stats, &docsize, &allowed, need));
-                }
-            }
             let found = match found {
                 Some(found) => found,
-                None => lexical::best_rows(&reader.conn, &pass, &allowed, rows, need).map_err(err())?,
+                None => lexical::best_rows(&reader.conn, &pass, &allowed, need).map_err(err())?,
             };
             hits.extend(found);
         }
@@ -1614,34 +1568,11 @@ mod tests {
         (store, filters)
     }
 
-    #[test]
-    fn pruned_lexical_search_equals_scoring_every_row() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, filters) = lexical_store(dir.path());
-        for scale in [1.0, 3.0, 1e9] {
-            lexical::tests::TARGET_SCALE.set(scale);
-            lexical::tests::ROUNDS.set((0, 0));
-            let checked = compare_lexical(&store, &filters, &mut Rng(11), LexicalPlan::Fts5);
-            assert!(checked > 200, "only {checked} searches found anything");
-            let (pruned, fell_back) = lexical::tests::ROUNDS.get();
-            // Both ways out of the first round are taken.
-            assert!(pruned > 20, "scale {scale}: {pruned} final first rounds");
-            assert!(scale == 1.0 || fell_back > 5, "scale {scale}: {fell_back} fallbacks");
-        }
-    }
-
-    /// The postings' MaxScore gives FTS5's rows and `bm25()` scores, bit for
+    /// The persistent index gives FTS5's rows and `bm25()` scores, bit for
     /// bit, on a store that deletes, replaces and adds chunks between
-    /// queries (so every cached posting list must follow the writes),
-    /// including non-ASCII text, which FTS5 tokenizes and scores itself.
-    #[test]
-    fn postings_search_equals_fts5_through_deletes_and_updates() {
-        let dir = tempfile::tempdir().unwrap();
-        equals_fts5_through_deletes_and_updates(dir.path(), LexicalPlan::Postings);
-    }
-
-    /// The same for the persistent index, which every write changes in
-    /// place: its blocks, document frequencies and row lengths must follow.
+    /// queries (its blocks, document frequencies and row lengths must follow
+    /// every write), including non-ASCII text, which FTS5 tokenizes and
+    /// scores itself.
     #[test]
     fn index_search_equals_fts5_through_deletes_and_updates() {
         let dir = tempfile::tempdir().unwrap();
@@ -1767,22 +1698,6 @@ mod tests {
         store
     }
 
-    /// With room for no large list, a query needing one is left to FTS5's
-    /// plan, and small lists are still read: the answers stay FTS5's.
-    #[test]
-    fn postings_that_do_not_fit_leave_the_query_to_fts5() {
-        let dir = tempfile::tempdir().unwrap();
-        let (store, filters) = lexical_store(dir.path());
-        store.reader().postings.set_limits(0, 100);
-        lexical::tests::ROUNDS.set((0, 0));
-        let checked = compare_lexical(&store, &filters, &mut Rng(11), LexicalPlan::Postings);
-        assert!(checked > 200, "only {checked} searches found anything");
-        let (pruned, fell_back) = lexical::tests::ROUNDS.get();
-        assert!(pruned + fell_back > 20, "FTS5's plan ran {} rounds", pruned + fell_back);
-        let reader = store.reader();
-        assert_eq!(reader.postings.kept_bytes(), 0);
-    }
-
     /// The comparison above on a store the bench kept
     /// (`RR_BENCH_KEEP_DIR=DIR cargo bench -p rr-embedded --bench search`),
     /// with the bench's query words, filters and depths:
@@ -1816,8 +1731,7 @@ mod tests {
             assert_eq!(got, want, "query {query:?}, k {k}");
             found += usize::from(got.len() == k);
         }
-        let (pruned, fell_back) = lexical::tests::ROUNDS.get();
-        eprintln!("{found} full answers; first round final {pruned} times, fell back {fell_back} times");
+        eprintln!("{found} full answers");
     }
 
     /// Compares lexical search with the exhaustive one over random queries;

@@ -8,8 +8,6 @@
 
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior};
 
-use rr_core::Metadata;
-
 use crate::error::{EmbeddedError, OPEN_OPERATION};
 use crate::fts;
 
@@ -137,6 +135,19 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE files ADD COLUMN chunking TEXT NOT NULL DEFAULT '';
     ALTER TABLE files ADD COLUMN chunks INTEGER NOT NULL DEFAULT 0;
     "#,
+    // Version 8.
+    //
+    // `chunks_fts` keeps the text, its identifiers' parts and its stems:
+    // the `names` and `comments` columns go, and short forms are no longer
+    // spelled out (see `fts.rs`); refilled as in version 2.
+    r#"
+    DROP TABLE chunks_fts;
+    CREATE VIRTUAL TABLE chunks_fts USING fts5 (
+        body, idents, stems,
+        content = '', contentless_delete = 1,
+        tokenize = 'unicode61 remove_diacritics 2'
+    );
+    "#,
 ];
 
 /// The last version that changed what the lexical index holds: a store
@@ -149,7 +160,7 @@ const REBUILD_LEXICON_AT: i64 = 5;
 /// `fts::columns` once its migrations have run (so a later change of the
 /// columns moves this number, and the refill always writes the current
 /// columns).
-const REFILL_FTS_AT: i64 = 6;
+const REFILL_FTS_AT: i64 = 8;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -193,18 +204,12 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), EmbeddedError> {
 fn refill_fts(conn: &Connection) -> Result<(), EmbeddedError> {
     let err = || EmbeddedError::sqlite(OPEN_OPERATION);
     let mut insert = conn.prepare(&fts::insert_statement()).map_err(err())?;
-    let mut select = conn.prepare("SELECT pk, document, metadata FROM chunks").map_err(err())?;
+    let mut select = conn.prepare("SELECT pk, document FROM chunks").map_err(err())?;
     let mut rows = select.query([]).map_err(err())?;
     while let Some(row) = rows.next().map_err(err())? {
-        let (pk, document, metadata): (i64, String, String) =
-            (row.get(0).map_err(err())?, row.get(1).map_err(err())?, row.get(2).map_err(err())?);
-        let metadata: Metadata = serde_json::from_str(&metadata).map_err(|e| EmbeddedError::Corrupt {
-            operation: OPEN_OPERATION,
-            pk,
-            detail: format!("metadata: {e}"),
-        })?;
-        let [body, idents, stems, names, comments] = fts::columns(&document, &metadata);
-        insert.execute(rusqlite::params![pk, body, idents, stems, names, comments]).map_err(err())?;
+        let (pk, document): (i64, String) = (row.get(0).map_err(err())?, row.get(1).map_err(err())?);
+        let [body, idents, stems] = fts::columns(&document);
+        insert.execute(rusqlite::params![pk, body, idents, stems]).map_err(err())?;
     }
     Ok(())
 }

@@ -562,8 +562,7 @@ fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
     assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["p"]);
 }
 
-/// A chunk of `src/<id>.rs` that the indexer made from code, whose comment
-/// lines go to their own column.
+/// A chunk of `src/<id>.rs` that the indexer made from code.
 fn code_record(id: &str, body: &str) -> EmbeddedChunk {
     let mut r = record(id, "acme", "tools", "main", &format!("src/{id}.rs"), body, vec![1.0, 0.0]);
     r.chunk.metadata.chunking_strategy = "code".into();
@@ -571,12 +570,16 @@ fn code_record(id: &str, body: &str) -> EmbeddedChunk {
 }
 
 #[test]
-fn a_version_2_store_gets_its_comments_column_when_opened() {
+fn a_version_7_store_loses_its_names_and_comments_columns_when_opened() {
     let dir = tempfile::tempdir().unwrap();
-    // The longer chunk calls the widget; the shorter one only mentions it
-    // in its doc comment.
     let records = [
-        code_record("calls", "fn spin() {\n    rotate_widget(); // and again, and again, and again\n}"),
+        // `gizmo` only in the chunker's symbol, which the old `names` column held.
+        {
+            let mut r = code_record("named", "fn spin() {}");
+            r.chunk.metadata.symbol = "struct_item:Gizmo".into();
+            r
+        },
+        // `widget` only in a comment, which the old `comments` column held.
         code_record("mentions", "/// A widget.\nfn f() {}"),
         // Rows without the word, so it is not in half of them (where FTS5's
         // IDF is all but 0).
@@ -585,47 +588,26 @@ fn a_version_2_store_gets_its_comments_column_when_opened() {
         code_record("c", "fn c() {}"),
     ];
     drop(filled(dir.path(), &records));
-    // What a version-2 build left: four columns, comments in the body, and
-    // no lexical index.
+    // What a version-7 build left: five columns, the comment out of the
+    // body, the symbol in `names`.
     let store = reopened_after(
         dir.path(),
         "DROP TABLE chunks_fts;
-         CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, idents, stems, names, content = '',
+         CREATE VIRTUAL TABLE chunks_fts USING fts5 (body, idents, stems, names, comments, content = '',
              contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2');
-         INSERT INTO chunks_fts (rowid, body, idents, stems, names) SELECT pk, document, '', '', '' FROM chunks;
-         DROP TABLE lexicon; DROP TABLE postings;
-         ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
-         UPDATE schema_version SET version = 2;",
-    );
-    // With the comment weighed as code, the shorter chunk would lead.
-    let hits = store.lexical_search("widget", &SearchFilter::default(), 5).unwrap();
-    assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["calls", "mentions"]);
-}
-
-#[test]
-fn a_version_5_store_gets_short_forms_spelled_out_when_opened() {
-    let dir = tempfile::tempdir().unwrap();
-    let records = [
-        code_record("short", "fn check(num_args: usize) {}"),
-        code_record("a", "fn a() {}"),
-        code_record("b", "fn b() {}"),
-        code_record("c", "fn c() {}"),
-    ];
-    drop(filled(dir.path(), &records));
-    // What a version-5 build left: the stems column without the spelled-out
-    // words, which nothing else in the row says (and a lexical index that
-    // the migration rebuilds from it).
-    let store = reopened_after(
-        dir.path(),
-        "INSERT INTO chunks_fts (chunks_fts) VALUES ('delete-all');
          INSERT INTO chunks_fts (rowid, body, idents, stems, names, comments)
-             SELECT pk, document, '', '', '', '' FROM chunks;
-         DELETE FROM lexicon; DELETE FROM postings; DELETE FROM blocks;
-         ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
-         UPDATE schema_version SET version = 5;",
+             SELECT pk, 'fn', '', '', 'gizmo', document FROM chunks;
+         UPDATE schema_version SET version = 7;",
     );
-    let hits = store.lexical_search("number", &SearchFilter::default(), 5).unwrap();
-    assert_eq!(hits.iter().map(|c| c.chunk.id.as_str()).collect::<Vec<_>>(), ["short"]);
+    // The refill indexed each document as it is: the comment is text like
+    // the code, and a symbol the text does not hold is no longer its word.
+    let ids = |query: &str| {
+        let hits = store.lexical_search(query, &SearchFilter::default(), 5).unwrap();
+        hits.into_iter().map(|c| c.chunk.id).collect::<Vec<_>>()
+    };
+    assert_eq!(ids("widget"), ["mentions"]);
+    assert_eq!(ids("spin"), ["named"]);
+    assert!(ids("gizmo").is_empty());
 }
 
 #[test]

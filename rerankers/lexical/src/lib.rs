@@ -11,14 +11,10 @@
 //! (the store's ranking, or the previous stage's in a
 //! [`RerankChain`](rr_core::RerankChain)).
 //!
-//! Text is split into the identifier-aware sub-tokens of the `hash` embedder
-//! ([`rr_hash_embed::sub_tokens`]): runs of ASCII letters, digits and `_`,
-//! split at `_`, camelCase and digit boundaries, lower-cased, one-letter
-//! parts and English stop words dropped, plurals and `-ing`/`-ed` folded, and
-//! a few abbreviations (`cfg`, `repo`, `env`) mapped to their long forms. So
-//! `parseConfig` in a query meets `parse_config` and `ParseConfigs` in code.
-//! Text outside ASCII yields no token; such a query leaves `bm25-fusion` with
-//! the incoming order.
+//! Text is split as every ranking splits it ([`rr_core::text::tokens`]):
+//! each run of letters, digits and `_`, lower-cased, then its parts at `_`,
+//! camelCase and digit boundaries, English stop words dropped. So
+//! `parseConfig` in a query meets `parse_config` and `ParseConfig` in code.
 //!
 //! The work is linear in the candidates' text for BM25 and quadratic in the
 //! number of candidates for MMR (pairwise similarities, computed lazily),
