@@ -11,7 +11,9 @@
 //!   `weight_dense / (k + rank_dense) + weight_lexical / (k + rank_lexical)`
 //!   over the lists it is in (ranks from 1). A store may fuse inside itself
 //!   ([`LexicalStore::hybrid_query`]) when it can do so more cheaply; the
-//!   answer must be the same.
+//!   answer must be the same, except that a store that has the term
+//!   statistics may read the first [`HybridOptions::rerank`] candidates
+//!   again (the embedded store does).
 //!
 //! A store says it can rank lexically by returning itself from
 //! [`VectorStore::lexical`]; no caller downcasts. Asked for `lexical` or
@@ -103,6 +105,10 @@ pub const DEFAULT_WEIGHT_DENSE: f64 = 1.0;
 pub const DEFAULT_WEIGHT_LEXICAL: f64 = 4.0;
 pub const DEFAULT_RRF_K: f64 = 20.0;
 pub const DEFAULT_HYBRID_DEPTH: usize = 50;
+/// The fused candidates the embedded store reads again by the evidence of
+/// the query's terms in them (docs/evaluation.md): the chunk a question is
+/// about is among the first 20 far more often than among the first 5.
+pub const DEFAULT_HYBRID_RERANK: usize = 20;
 
 impl Default for HybridOptions {
     fn default() -> Self {
@@ -111,6 +117,7 @@ impl Default for HybridOptions {
             weight_lexical: DEFAULT_WEIGHT_LEXICAL,
             rrf_k: DEFAULT_RRF_K,
             depth: DEFAULT_HYBRID_DEPTH,
+            rerank: DEFAULT_HYBRID_RERANK,
         }
     }
 }
@@ -315,7 +322,7 @@ mod tests {
         let (a, b, d) = (c("a", "no match here"), c("b", "the routing pattern must begin with '/'"), c("d", "routing"));
         let dense = [a.clone(), d.clone(), b.clone()];
         let lexical = [d.clone(), b.clone()];
-        let options = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50 };
+        let options = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50, rerank: 0 };
         let ids = |found: Vec<Candidate>| found.into_iter().map(|c| c.chunk.id).collect::<Vec<_>>();
         // d: 1/62 + 1/61 > b: 1/63 + 1/62 > a: 1/61.
         assert_eq!(ids(fuse_hybrid(&dense, &lexical, &options, 3)), ["d", "b", "a"]);
@@ -411,7 +418,7 @@ mod tests {
     }
 
     async fn run(store: &Both, mode: RetrievalMode, n: usize) -> Vec<String> {
-        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 3 };
+        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 3, rerank: 0 };
         let retriever = Retriever::new(mode, equal);
         let embedding = retriever.needs_embedding(store).then(|| vec![1.0]);
         let got = retriever

@@ -161,6 +161,11 @@ pub struct HybridOptions {
     /// Candidates read from each ranking before fusion (at least the
     /// number asked for).
     pub depth: usize,
+    /// The first fused candidates a store that reads its chunks' text may
+    /// order again by how much of the query each holds (0: none). Only the
+    /// embedded store does; [`crate::retrieval::fuse_hybrid`] has no term
+    /// statistics to do it with and ignores it.
+    pub rerank: usize,
 }
 
 /// One lexical query.
@@ -186,7 +191,9 @@ pub trait LexicalStore: Send + Sync {
     /// cheaply than two queries (one snapshot, fewer documents read). `None`:
     /// the caller fuses [`VectorStore::query`] and
     /// [`lexical_query`](Self::lexical_query) itself. An answer must equal
-    /// [`fuse_hybrid`](crate::retrieval::fuse_hybrid) of those two lists.
+    /// [`fuse_hybrid`](crate::retrieval::fuse_hybrid) of those two lists,
+    /// except that a store may order the first [`HybridOptions::rerank`]
+    /// again by the query's terms in them.
     async fn hybrid_query(
         &self,
         _query: &LexicalQuery,

@@ -1005,6 +1005,7 @@ pub struct RetrievalChoice {
     pub weight_lexical: Option<f64>,
     pub rrf_k: Option<f64>,
     pub depth: Option<usize>,
+    pub rerank: Option<usize>,
 }
 
 /// How `--mode`'s companions are named on the command line: `--hybrid-rrf-k`.
@@ -1015,7 +1016,7 @@ pub fn cli_key(name: &str) -> String {
 impl RetrievalChoice {
     /// The mode (default: [`RetrievalMode::default_for`] the store) and the
     /// hybrid options (defaults of [`HybridOptions`]), checked. `key` names a
-    /// hybrid setting (`weight_dense`, `weight_lexical`, `rrf_k`, `depth`) as
+    /// hybrid setting (`weight_dense`, `weight_lexical`, `rrf_k`, `depth`, `rerank`) as
     /// the operator wrote it; hybrid settings with another mode are refused,
     /// since they would silently do nothing.
     pub fn resolve(
@@ -1031,12 +1032,14 @@ impl RetrievalChoice {
             weight_lexical: self.weight_lexical.unwrap_or(defaults.weight_lexical),
             rrf_k: self.rrf_k.unwrap_or(defaults.rrf_k),
             depth: self.depth.unwrap_or(defaults.depth),
+            rerank: self.rerank.unwrap_or(defaults.rerank),
         };
         let given = [
             ("weight_dense", self.weight_dense.is_some()),
             ("weight_lexical", self.weight_lexical.is_some()),
             ("rrf_k", self.rrf_k.is_some()),
             ("depth", self.depth.is_some()),
+            ("rerank", self.rerank.is_some()),
         ];
         if mode != RetrievalMode::Hybrid
             && let Some((name, _)) = given.iter().find(|(_, set)| *set)
@@ -1536,6 +1539,13 @@ mod tests {
         assert_eq!(resolve(dense).unwrap_err(), "--hybrid-rrf-k: applies to hybrid retrieval only, not dense");
         let bad = RetrievalChoice { mode: Some(RetrievalMode::Hybrid), depth: Some(0), ..Default::default() };
         assert_eq!(resolve(bad).unwrap_err(), "--hybrid-depth: must be at least 1");
+        let dense = RetrievalChoice { mode: Some(RetrievalMode::Dense), rerank: Some(5), ..Default::default() };
+        assert_eq!(resolve(dense).unwrap_err(), "--hybrid-rerank: applies to hybrid retrieval only, not dense");
+        // 0 turns the second look off; any head is bounded by the fused list.
+        for rerank in [0, usize::MAX] {
+            let choice = RetrievalChoice { rerank: Some(rerank), ..Default::default() };
+            assert_eq!(resolve(choice).unwrap().1.rerank, rerank);
+        }
     }
 
     #[test]

@@ -41,6 +41,7 @@
 //! # hybrid_weight_lexical = 1.0              # how many candidates each ranking gives
 //! # hybrid_rrf_k = 60
 //! # hybrid_depth = 50
+//! # hybrid_rerank = 20                       # embedded: the fused head read again (0: off)
 //! [stores.widgets.embedder]                  # every store has its own
 //! kind = "openai"
 //! api_url = "http://localhost:8081"
@@ -138,6 +139,8 @@ pub struct StoreSection {
     pub hybrid_rrf_k: Option<f64>,
     #[serde(default)]
     pub hybrid_depth: Option<usize>,
+    #[serde(default)]
+    pub hybrid_rerank: Option<usize>,
     /// Everything else goes to the store's factory, which refuses unknown keys.
     #[serde(flatten)]
     pub settings: Map<String, Value>,
@@ -286,6 +289,7 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
             weight_lexical: section.hybrid_weight_lexical,
             rrf_k: section.hybrid_rrf_k,
             depth: section.hybrid_depth,
+            rerank: section.hybrid_rerank,
         };
         let (mode, hybrid) = choice
             .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.hybrid_{key}"))
@@ -553,7 +557,7 @@ stores:
     fn each_store_has_its_retrieval_mode() {
         let body = TWO.replacen(
             "sources = [\"acme/*\"]",
-            "sources = [\"acme/*\"]\nretrieval = \"hybrid\"\nhybrid_weight_lexical = 2\nhybrid_depth = 5",
+            "sources = [\"acme/*\"]\nretrieval = \"hybrid\"\nhybrid_weight_lexical = 2\nhybrid_rerank = 5",
             1,
         );
         let (_dir, path) = write("s.toml", &body);
@@ -563,16 +567,16 @@ stores:
         // Chroma cannot rank lexically: hybrid is kept as asked, and runs dense.
         assert_eq!(fed.stores()[0].retriever.mode(), rr_core::RetrievalMode::Hybrid);
         assert_eq!(fed.stores()[0].retriever.hybrid().weight_lexical, 2.0);
-        assert_eq!(fed.stores()[0].retriever.hybrid().depth, 5);
-        assert_eq!(fed.stores()[1].retriever.hybrid().depth, rr_core::retrieval::DEFAULT_HYBRID_DEPTH);
+        assert_eq!(fed.stores()[0].retriever.hybrid().rerank, 5);
+        assert_eq!(fed.stores()[1].retriever.hybrid().rerank, rr_core::retrieval::DEFAULT_HYBRID_RERANK);
         assert_eq!(fed.stores()[1].retriever.mode(), rr_core::RetrievalMode::Dense);
         let bad = TWO.replacen("timeout_secs = 2.5", "timeout_secs = 2.5\nretrieval = \"bm25\"", 1);
         let msg = build_err("s.toml", &bad);
         assert!(msg.contains("unknown variant: found `bm25`, expected `one of `dense`, `lexical`, `hybrid``"), "{msg}");
         let stray = TWO.replacen("timeout_secs = 2.5", "timeout_secs = 2.5\nhybrid_rrf_k = 5", 1);
         assert_eq!(build_err("s.toml", &stray), "stores.b.hybrid_rrf_k: applies to hybrid retrieval only, not dense");
-        let stray = TWO.replacen("timeout_secs = 2.5", "timeout_secs = 2.5\nhybrid_depth = 0", 1);
-        assert_eq!(build_err("s.toml", &stray), "stores.b.hybrid_depth: applies to hybrid retrieval only, not dense");
+        let stray = TWO.replacen("timeout_secs = 2.5", "timeout_secs = 2.5\nhybrid_rerank = 0", 1);
+        assert_eq!(build_err("s.toml", &stray), "stores.b.hybrid_rerank: applies to hybrid retrieval only, not dense");
         let zero = TWO.replacen(
             "timeout_secs = 2.5",
             "timeout_secs = 2.5\nretrieval = \"hybrid\"\nhybrid_weight_dense = 0\nhybrid_weight_lexical = 0",

@@ -15,7 +15,7 @@
 //! query_prefix = "query: "               # optional: default the store folder's, else "query: "
 //! retrieval = "hybrid"                   # optional: dense, lexical or hybrid (default: the store's)
 //! hybrid_weight_lexical = 2.0            # optional, hybrid only; also hybrid_weight_dense,
-//!                                        # hybrid_rrf_k, hybrid_depth
+//!                                        # hybrid_rrf_k, hybrid_depth, hybrid_rerank
 //! per_file = 2                           # optional: results a file gets before other files have
 //!                                        # had their turn, as `search --per-file` (0: no limit);
 //!                                        # default what `search` does: 0 over a store folder, else 2
@@ -350,6 +350,8 @@ pub struct PipelineSpec {
     #[serde(default)]
     pub hybrid_depth: Option<usize>,
     #[serde(default)]
+    pub hybrid_rerank: Option<usize>,
+    #[serde(default)]
     pub per_file: Option<usize>,
     #[serde(default)]
     pub code_rank: Option<CodeRankSpec>,
@@ -452,6 +454,7 @@ fn build_one(
         weight_lexical: spec.hybrid_weight_lexical,
         rrf_k: spec.hybrid_rrf_k,
         depth: spec.hybrid_depth,
+        rerank: spec.hybrid_rerank,
     };
     let embedder = match (&spec.embedder, &own) {
         (Some(c), _) => registry.embedder(&c.kind, &component(c), ctx).map_err(|e| err(format!("embedder: {e}")))?,

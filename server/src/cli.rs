@@ -268,6 +268,10 @@ pub struct RetrievalArgs {
     /// Hybrid: candidates read from each ranking before fusion [default: 50].
     #[arg(long, value_name = "N")]
     pub hybrid_depth: Option<usize>,
+    /// Hybrid: the first fused candidates ordered again by how much of the query each holds (its
+    /// names, its code, not a file's preamble); 0 keeps the fused order [default: 20].
+    #[arg(long, value_name = "N")]
+    pub hybrid_rerank: Option<usize>,
     #[command(flatten)]
     pub selection: SelectionArgs,
 }
@@ -316,6 +320,7 @@ impl RetrievalArgs {
             weight_lexical: self.hybrid_weight_lexical,
             rrf_k: self.hybrid_rrf_k,
             depth: self.hybrid_depth,
+            rerank: self.hybrid_rerank,
         }
     }
 

@@ -462,6 +462,28 @@ fn search_rerank_reorders_the_embedded_store() {
 }
 
 #[test]
+fn search_hybrid_rerank_reads_the_fused_head_again() {
+    let store = tempfile::tempdir().unwrap();
+    // The store's own chunking, as `index` gives it.
+    index_chunked(&corpus(), store.path(), &[]);
+    let query = "retry with exponential backoff";
+    // The fused order puts the guide that mentions retries first; read
+    // again, the code that names and does it comes first.
+    let fused = search(store.path(), query, &["--hybrid-rerank", "0", "--code-rank", "off"]);
+    assert_eq!(first_file(&fused), "**File:** `docs/guides/configuration.md#L12-L23`");
+    assert_eq!(
+        first_file(&search(store.path(), query, &["--code-rank", "off"])),
+        "**File:** `internal/store/store.go#L52-L71`"
+    );
+    let dir = store.path().to_str().unwrap();
+    let (code, stderr) = failure(&["search", query, "--store", dir, "--mode", "lexical", "--hybrid-rerank", "5"]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (Some(1), "Error: --hybrid-rerank: applies to hybrid retrieval only, not lexical\n")
+    );
+}
+
+#[test]
 fn search_mode_settings_are_checked() {
     let store = tempfile::tempdir().unwrap();
     index(&corpus(), store.path(), &[]);

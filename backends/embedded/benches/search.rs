@@ -463,6 +463,17 @@ fn lexical_cases(
             fts5_cpu / cpu
         ));
     }
+    // The hybrid case without the second look at its head, for the cost of
+    // that look in the same process.
+    let fused_only = HybridOptions { rerank: 0, ..*options };
+    let fused = |i: usize| {
+        store.hybrid_search_planned(&texts[i], q(i), none, K, &fused_only, LexicalPlan::Index).unwrap().len()
+    };
+    (0..QUERIES).for_each(|i| _ = fused(i));
+    let (p50, p99, cpu) = time_queries(&fused);
+    println!(
+        "| {n} | hybrid (RRF), no filter, the fused order only (`hybrid_rerank` 0) | {p50:.2} | {p99:.2} | {cpu:.2} |"
+    );
     let rss = rss_mib();
     let index = run(0, LexicalPlan::Index);
     let forget = |_: usize| store.forget_lexical_caches();

@@ -73,8 +73,11 @@
 //! weighted reciprocal-rank fusion ([`rr_core::retrieval`]): each list is
 //! taken to depth `max(k, depth)` and a chunk scores
 //! `Σ weight / (rrf_k + rank)` over the lists it appears in (rank from 1),
-//! so a chunk both rankings like beats one only a single ranking loves. It
-//! runs on one snapshot and reads only the `k` fused documents, which is why
+//! so a chunk both rankings like beats one only a single ranking loves;
+//! then the first [`HybridOptions::rerank`] are ordered again by how much of
+//! the query each holds, in its names and its code (`evidence.rs`). It
+//! runs on one snapshot and reads only the `max(k, rerank)` fused
+//! documents, which is why
 //! the store fuses itself ([`LexicalStore::hybrid_query`]) rather than
 //! letting the pipeline fuse two full answers. Through the core traits the
 //! store is a [`LexicalStore`], so the `lexical` and `hybrid` retrieval
@@ -85,6 +88,7 @@
 //! the store (cheap, it is an `Arc`) into `spawn_blocking` to call the others.
 
 mod error;
+mod evidence;
 mod fts;
 mod index;
 mod lexical;
@@ -506,8 +510,10 @@ impl EmbeddedStore {
 
     /// Vector and lexical rankings fused by weighted reciprocal-rank fusion
     /// (see the crate docs), as [`rr_core::retrieval::fuse_hybrid`] of the
-    /// two rankings orders them.
-    /// `distance` is the negated fused score.
+    /// two rankings orders them; then the first `options.rerank` by the
+    /// evidence of the query's terms in them (0 keeps the fused order).
+    /// `distance` is the negated fused score, so after that second look it
+    /// need not grow down the list.
     pub fn hybrid_search_with(
         &self,
         query: &str,
@@ -551,9 +557,32 @@ impl EmbeddedStore {
             }),
         };
         let (vector, lexical) = (vector?, lexical?);
-        let fused = hybrid_fusion(&vector, &lexical, options, k);
-        let reader = self.reader();
+        // The head is read again for the query's terms (`evidence.rs`),
+        // then cut to k.
+        let mut fused = hybrid_fusion(&vector, &lexical, options, k.max(options.rerank));
+        let mut reader = self.reader();
         let mut read: HashMap<i64, Candidate> = view.fetch_rows(&reader, &fused)?.into_iter().collect();
+        if options.rerank > 1 && fused.len() > 1 {
+            let terms = evidence::query_terms(query);
+            if !terms.is_empty() {
+                let rows = view.index.len() as u64;
+                let terms = evidence::weigh(terms, rows, |token| reader.token_frequency(token, view.changes, plan))
+                    .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?;
+                let end = fused.len().min(options.rerank);
+                let mut matcher = evidence::Matcher::new(&terms);
+                let evidence: Vec<evidence::Evidence> = fused[..end]
+                    .iter()
+                    .map(|(pk, _)| {
+                        read.get(pk).map_or_else(evidence::Evidence::default, |c| {
+                            matcher.of(&c.chunk.document, &c.chunk.metadata)
+                        })
+                    })
+                    .collect();
+                let reordered: Vec<(i64, f64)> = evidence::order(&evidence).into_iter().map(|i| fused[i]).collect();
+                fused[..end].copy_from_slice(&reordered);
+            }
+        }
+        fused.truncate(k);
         Ok(fused
             .into_iter()
             .filter_map(|(pk, distance)| {
@@ -1762,7 +1791,7 @@ mod tests {
         // 3 is second in both; 2 is first in one and fourth in the other.
         let vector = vec![(1, 0.1), (3, 0.2), (5, 0.3), (2, 0.4)];
         let lexical = vec![(2, -9.0), (3, -8.0), (4, -1.0)];
-        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50 };
+        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50, rerank: 0 };
         let fused = hybrid_fusion(&vector, &lexical, &equal, 3);
         let pks: Vec<i64> = fused.iter().map(|h| h.0).collect();
         assert_eq!(pks, [3, 2, 1]);

@@ -296,7 +296,7 @@ fn hybrid_ranking_fuses_by_reciprocal_rank() {
     // One word: no verbatim promotion, so the order is the fusion's alone.
     assert_eq!(ids(&store.lexical_search("zephyr", &any, 4).unwrap()), ["b", "c"]);
     // With equal weights and k = 60: c: 1/62 + 1/62 = 0.032258 > b: 1/64 + 1/61 = 0.032018 > a: 1/61 > d: 1/63.
-    let equal = rr_core::HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50 };
+    let equal = rr_core::HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50, rerank: 0 };
     let hybrid = store.hybrid_search_with("zephyr", &q, &any, 4, &equal).unwrap();
     assert_eq!(ids(&hybrid), ["c", "b", "a", "d"]);
     assert!((hybrid[0].distance.unwrap() + 2.0 / 62.0).abs() < 1e-12);
@@ -311,6 +311,71 @@ fn hybrid_ranking_fuses_by_reciprocal_rank() {
     // The filter applies to both rankings.
     let only_b = filter(("", "", ""), "b.txt");
     assert_eq!(ids(&store.hybrid_search("zephyr", &q, &only_b, 4).unwrap()), ["b"]);
+}
+
+/// A code chunk of `path` starting at `start_line`, with its symbol.
+fn code(id: &str, path: &str, symbol: &str, start_line: i64, body: &str, embedding: Vec<f32>) -> EmbeddedChunk {
+    let mut r = record(id, "o", "r", "main", path, body, embedding);
+    r.chunk.document = r.chunk.document.replace("Type: text", "Type: code");
+    r.chunk.metadata.chunking_strategy = "code".into();
+    r.chunk.metadata.symbol = symbol.into();
+    r.chunk.metadata.start_line = start_line;
+    r
+}
+
+#[test]
+fn hybrid_search_reads_the_head_again_for_the_querys_terms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = EmbeddedStore::open(dir.path()).unwrap();
+    let q = [1.0, 0.0, 0.0, 0.0];
+    let docs = [
+        // A file's preamble that talks about both words, in comments only.
+        code(
+            "license",
+            "src/lib.rs",
+            "",
+            1,
+            "// Config files: every config we parse; we parse a config, then parse each config again.\nuse std::io;",
+            unit(&[1.0, 0.1, 0.0, 0.0]),
+        ),
+        code("other", "src/other.rs", "run", 10, "fn run() {\n    // config\n}", unit(&[1.0, 0.3, 0.0, 0.0])),
+        // The function the query names, by its file and its symbol.
+        code(
+            "target",
+            "src/config.rs",
+            "parse_config",
+            40,
+            "pub fn parse_config(input: &str) -> Config {\n    Config::from(input)\n}",
+            unit(&[1.0, 0.6, 0.0, 0.0]),
+        ),
+        code("far", "src/far.rs", "far", 5, "fn far() {}", unit(&[0.0, 1.0, 0.0, 0.0])),
+    ];
+    store.upsert_chunks(&docs).unwrap();
+    let any = SearchFilter::default();
+    // The lexical ranking weighs nothing, so the vectors set the fused order.
+    let read_again = rr_core::HybridOptions { weight_lexical: 0.0, ..rr_core::HybridOptions::default() };
+    let fused_only = rr_core::HybridOptions { rerank: 0, ..read_again };
+    let search = |query: &str, k: usize, options: &rr_core::HybridOptions| {
+        store.hybrid_search_with(query, &q, &any, k, options).unwrap()
+    };
+    let fused = search("config parse", 4, &fused_only);
+    assert_eq!(ids(&fused), ["license", "other", "target", "far"]);
+    // Read again, the chunk that names both words passes the preamble that
+    // holds them in comments and the chunk that holds one.
+    let again = search("config parse", 4, &read_again);
+    assert_eq!(ids(&again), ["target", "license", "other", "far"]);
+    // The distances stay the fused scores.
+    assert_eq!(again[0].distance, fused[2].distance);
+    // Only the head is read again: with a head of two, the target stays third.
+    let two = rr_core::HybridOptions { rerank: 2, ..read_again };
+    assert_eq!(ids(&search("config parse", 4, &two)), ["license", "other", "target", "far"]);
+    // The head is read before the answer is cut to k.
+    assert_eq!(ids(&search("config parse", 1, &read_again)), ["target"]);
+    // A head longer than the fused list reads the whole list.
+    let all = rr_core::HybridOptions { rerank: usize::MAX, ..read_again };
+    assert_eq!(ids(&search("config parse", 4, &all)), ids(&again));
+    // A query of stopwords only has no terms to weigh: the fused order.
+    assert_eq!(ids(&search("what is the", 4, &read_again)), ids(&search("what is the", 4, &fused_only)));
 }
 
 // ---------------------------------------------------------------- writes
