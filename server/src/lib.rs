@@ -9,6 +9,7 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod index_config;
+pub mod logging;
 pub mod mcp_nav;
 
 // The libraries the binary wires together, under the paths its modules and
