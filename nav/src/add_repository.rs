@@ -498,7 +498,8 @@ impl Job {
             nav2.rebuild(id, &summary.namespace_id, note.as_deref())
         })
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())??;
+        Ok(())
     }
 }
 

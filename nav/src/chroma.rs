@@ -33,6 +33,7 @@ use rr_embedded::NamespaceInfo;
 use super::reassemble::reassemble;
 use super::source::{IndexTarget, NavSource, languages};
 use super::{FileText, entities, extension_language};
+use crate::error::NavError;
 use rr_engine::local::ChromaTarget;
 
 /// The chunks of one namespace and their fingerprint.
@@ -87,13 +88,13 @@ impl ChromaSource {
     /// A source reading `store`; nothing is requested until the first call.
     /// `add_repository` indexes into `target` (the same collection), and is
     /// refused without one.
-    pub fn new(store: ChromaStore, target: Option<ChromaTarget>) -> Result<Self, String> {
+    pub fn new(store: ChromaStore, target: Option<ChromaTarget>) -> Result<Self, NavError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("rr-nav-chroma")
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the Chroma reader: {e}"))?;
+            .map_err(NavError::ChromaReader)?;
         Ok(ChromaSource {
             store: Arc::new(store),
             target,
@@ -103,13 +104,13 @@ impl ChromaSource {
     }
 
     /// Runs `future` on the source's runtime and waits for it.
-    fn run<T: Send + 'static>(&self, future: impl Future<Output = T> + Send + 'static) -> Result<T, String> {
-        let runtime = self.runtime.as_ref().ok_or("the Chroma reader has stopped")?;
+    fn run<T: Send + 'static>(&self, future: impl Future<Output = T> + Send + 'static) -> Result<T, NavError> {
+        let runtime = self.runtime.as_ref().ok_or(NavError::ReaderStopped)?;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         runtime.spawn(async move {
             let _ = tx.send(future.await);
         });
-        rx.recv().map_err(|_| "the Chroma reader has stopped".to_owned())
+        rx.recv().map_err(|_| NavError::ReaderStopped)
     }
 
     fn current(&self) -> Arc<Snapshot> {
@@ -117,10 +118,10 @@ impl ChromaSource {
     }
 
     /// Lists the ids and, when they changed, reads every record again.
-    fn sync(&self) -> Result<Arc<Snapshot>, String> {
+    fn sync(&self) -> Result<Arc<Snapshot>, NavError> {
         let failed = |e: rr_chroma::ChromaError| {
             tracing::debug!(error = %e, "reading the Chroma collection failed");
-            format!("cannot read the Chroma collection: {}", e.summary())
+            NavError::Chroma(e)
         };
         let store = self.store.clone();
         let ids = self.run(async move { store.all_ids().await })?.map_err(failed)?.unwrap_or_default();
@@ -170,21 +171,21 @@ impl NavSource for ChromaSource {
         rr_chroma::STORE_NAME
     }
 
-    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, String> {
+    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, NavError> {
         Ok(self.sync()?.namespaces.values().map(|n| n.info.clone()).collect())
     }
 
-    fn fingerprint(&self, namespace_id: &str) -> Result<String, String> {
+    fn fingerprint(&self, namespace_id: &str) -> Result<String, NavError> {
         Ok(self.with_namespace(namespace_id, |n| n.map(|n| n.fingerprint.clone()).unwrap_or_default()))
     }
 
-    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, String> {
+    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, NavError> {
         Ok(self.with_namespace(namespace_id, |n| {
             n.map(|n| n.chunks.iter().map(|c| c.metadata.clone()).collect()).unwrap_or_default()
         }))
     }
 
-    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, String> {
+    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, NavError> {
         let language = languages(metadata);
         Ok(self.with_namespace(namespace_id, |n| {
             let mut by_path: BTreeMap<&str, Vec<Chunk>> = BTreeMap::new();
@@ -207,7 +208,7 @@ impl NavSource for ChromaSource {
         }))
     }
 
-    fn file_count(&self, namespace_id: &str) -> Result<usize, String> {
+    fn file_count(&self, namespace_id: &str) -> Result<usize, NavError> {
         Ok(self.with_namespace(namespace_id, |n| {
             n.map(|n| {
                 n.chunks.iter().map(|c| c.metadata.path.as_str()).collect::<std::collections::BTreeSet<_>>().len()

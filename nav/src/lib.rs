@@ -19,6 +19,7 @@ pub mod catalog;
 pub mod chroma;
 pub mod dispatch;
 pub mod entities;
+pub mod error;
 pub mod files;
 pub mod find_patterns;
 pub mod get_file;
@@ -31,6 +32,7 @@ pub mod search_code;
 pub mod service;
 pub mod source;
 
+pub use error::NavError;
 pub(crate) use files::counts;
 pub use files::{FileText, extension_language};
 pub(crate) use service::pretty;

@@ -14,6 +14,7 @@ use rr_core::Metadata;
 use rr_embedded::{EmbeddedStore, NamespaceInfo};
 
 use super::{FileText, entities, extension_language};
+use crate::error::NavError;
 use rr_engine::local::ChromaTarget;
 
 /// What the navigation service reads. Calls block (SQLite, or HTTP driven
@@ -30,19 +31,19 @@ pub trait NavSource: Send + Sync {
 
     /// Every namespace of the source. A source that can change under the
     /// service (see [`NavSource::changes_underneath`]) takes its snapshot here.
-    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, String>;
+    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, NavError>;
 
     /// A text that differs whenever the namespace's files differ.
-    fn fingerprint(&self, namespace_id: &str) -> Result<String, String>;
+    fn fingerprint(&self, namespace_id: &str) -> Result<String, NavError>;
 
     /// The metadata of every chunk of the namespace.
-    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, String>;
+    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, NavError>;
 
     /// The namespace's files, sorted by path.
-    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, String>;
+    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, NavError>;
 
     /// How many files the namespace has (for a repository still indexing).
-    fn file_count(&self, namespace_id: &str) -> Result<usize, String>;
+    fn file_count(&self, namespace_id: &str) -> Result<usize, NavError>;
 
     /// The embedded store's folder; `None` for a Chroma collection.
     fn store_dir(&self) -> Option<&Path>;
@@ -103,12 +104,12 @@ impl NavSource for EmbeddedSource {
         "embedded"
     }
 
-    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, String> {
-        self.store.namespaces().map_err(|e| e.to_string())
+    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, NavError> {
+        Ok(self.store.namespaces()?)
     }
 
-    fn fingerprint(&self, namespace_id: &str) -> Result<String, String> {
-        let entries = self.store.list_files(namespace_id).map_err(|e| e.to_string())?;
+    fn fingerprint(&self, namespace_id: &str) -> Result<String, NavError> {
+        let entries = self.store.list_files(namespace_id)?;
         let mut fp = String::new();
         for e in &entries {
             fp.push_str(&e.path);
@@ -119,15 +120,15 @@ impl NavSource for EmbeddedSource {
         Ok(rr_indexer::sha256_hex(&fp))
     }
 
-    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, String> {
-        self.store.namespace_metadata(namespace_id).map_err(|e| e.to_string())
+    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, NavError> {
+        Ok(self.store.namespace_metadata(namespace_id)?)
     }
 
-    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, String> {
+    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, NavError> {
         let language = languages(metadata);
         let mut out = Vec::new();
-        for entry in self.store.list_files(namespace_id).map_err(|e| e.to_string())? {
-            let Some(file) = self.store.get_file(namespace_id, &entry.path).map_err(|e| e.to_string())? else {
+        for entry in self.store.list_files(namespace_id)? {
+            let Some(file) = self.store.get_file(namespace_id, &entry.path)? else {
                 continue;
             };
             let lang = language.get(entry.path.as_str()).cloned().unwrap_or_else(|| extension_language(&entry.path));
@@ -142,8 +143,8 @@ impl NavSource for EmbeddedSource {
         Ok(out)
     }
 
-    fn file_count(&self, namespace_id: &str) -> Result<usize, String> {
-        Ok(self.store.list_files(namespace_id).map_err(|e| e.to_string())?.len())
+    fn file_count(&self, namespace_id: &str) -> Result<usize, NavError> {
+        Ok(self.store.list_files(namespace_id)?.len())
     }
 
     fn store_dir(&self) -> Option<&Path> {

@@ -920,7 +920,7 @@ fn chroma_source(config: &crate::config::Config) -> Result<crate::nav::chroma::C
         embedding_model: config.embedding_model.clone(),
         embedding_api_key: non_empty(&config.embedding_api_key),
     };
-    crate::nav::chroma::ChromaSource::new(crate::app::chroma_store(config, http), Some(target))
+    Ok(crate::nav::chroma::ChromaSource::new(crate::app::chroma_store(config, http), Some(target))?)
 }
 
 /// A progress bar on stderr when it is a terminal; nothing otherwise, so
