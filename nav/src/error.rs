@@ -10,25 +10,12 @@ use std::path::PathBuf;
 /// a tool's error result, the client.
 #[derive(Debug, thiserror::Error)]
 pub enum NavError {
-    /// The embedded store refused a read.
+    /// The source (a store, a collection) could not be read; its own words.
     #[error(transparent)]
-    Store(#[from] rr_embedded::EmbeddedError),
-    /// The Chroma collection could not be read (its client-safe summary:
-    /// no URL, no body).
-    #[error("cannot read the Chroma collection: {}", .0.summary())]
-    Chroma(rr_chroma::ChromaError),
-    /// The Chroma reader's runtime could not be started.
-    #[error("cannot start the Chroma reader: {0}")]
-    ChromaReader(#[source] std::io::Error),
-    /// The Chroma reader's runtime is gone (the process is ending).
-    #[error("the Chroma reader has stopped")]
-    ReaderStopped,
+    Source(Box<dyn std::error::Error + Send + Sync>),
     /// The catalogue's database refused a read or a write.
     #[error(transparent)]
     Catalogue(#[from] rusqlite::Error),
-    /// The embedded store's folder could not be opened.
-    #[error("cannot open the store at {}: {source}", path.display())]
-    OpenStore { path: PathBuf, source: rr_embedded::EmbeddedError },
     /// The catalogue beside the store could not be opened.
     #[error("cannot open the repository catalogue in {}: {source}", path.display())]
     OpenCatalogue { path: PathBuf, source: rusqlite::Error },
@@ -41,6 +28,13 @@ pub enum NavError {
     /// A task of the blocking pool panicked or was cancelled.
     #[error("internal error: {0}")]
     Task(#[from] tokio::task::JoinError),
+}
+
+impl NavError {
+    /// A source's failure, in its own words.
+    pub fn from_source(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        NavError::Source(error.into())
+    }
 }
 
 /// A tool answers a failure underneath it with the failure's message.
@@ -59,25 +53,21 @@ mod tests {
         let sqlite = || rusqlite::Error::InvalidQuery;
         let path = PathBuf::from("/s");
         let cases = [
-            (NavError::ReaderStopped, "the Chroma reader has stopped".to_owned()),
-            (
-                NavError::ChromaReader(std::io::Error::other("no threads")),
-                "cannot start the Chroma reader: no threads".to_owned(),
-            ),
+            (NavError::from_source(std::io::Error::other("disk gone")), "disk gone".to_owned()),
             (
                 NavError::OpenCatalogue { path: path.clone(), source: sqlite() },
                 format!("cannot open the repository catalogue in /s: {}", sqlite()),
             ),
             (NavError::CreateCatalogue(sqlite()), format!("cannot create the repository catalogue: {}", sqlite())),
             (
-                NavError::FirstRefresh(Box::new(NavError::ReaderStopped)),
-                "cannot read the store's repositories: the Chroma reader has stopped".to_owned(),
+                NavError::FirstRefresh(Box::new(NavError::from_source("the reader has stopped"))),
+                "cannot read the store's repositories: the reader has stopped".to_owned(),
             ),
             (NavError::Catalogue(sqlite()), sqlite().to_string()),
         ];
         for (error, text) in cases {
             assert_eq!(error.to_string(), text);
         }
-        assert_eq!(String::from(NavError::ReaderStopped), "the Chroma reader has stopped");
+        assert_eq!(String::from(NavError::from_source("gone")), "gone");
     }
 }

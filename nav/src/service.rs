@@ -7,11 +7,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rr_embedded::EmbeddedStore;
 use serde::Serialize;
 
 use crate::catalog::{Catalogue, NewRepository, Repository};
-use crate::chroma::ChromaSource;
 use crate::entities;
 use crate::error::NavError;
 use crate::files::{self, FileText};
@@ -19,7 +17,7 @@ use crate::limits::{
     MAX_DESCRIPTION_CHARS, MAX_GLOB_CHARS, MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_REPOSITORY_CHARS, MAX_URL_CHARS,
 };
 use crate::schema::{Kind, Param, ToolDef};
-use crate::source::{EmbeddedSource, NavSource};
+use crate::source::NavSource;
 
 /// The resource scheme.
 pub const SCHEME: &str = "repo-retriever";
@@ -88,30 +86,19 @@ pub const ADD_UNAVAILABLE: &str =
     "add_repository is not available on this server: it has no embedding endpoint to index the collection with.";
 
 impl NavService {
-    /// Opens the catalogue beside the embedded store, already opened from
-    /// `dir` (the search engine's, when a server has both), and brings it up
-    /// to date.
-    pub fn open(dir: &Path, store: Arc<EmbeddedStore>, config: NavConfig) -> Result<Arc<Self>, NavError> {
+    /// A service over `source` with its catalogue in `dir` (repository ids
+    /// hold across runs).
+    pub fn open(source: Arc<dyn NavSource>, dir: &Path, config: NavConfig) -> Result<Arc<Self>, NavError> {
         let catalogue =
             Catalogue::open(dir).map_err(|source| NavError::OpenCatalogue { path: dir.to_owned(), source })?;
-        Self::open_source(Arc::new(EmbeddedSource::new(dir, store)), catalogue, config)
+        Self::open_source(source, catalogue, config)
     }
 
-    /// Opens the embedded store in `dir` (the search engine's, when it serves
-    /// the same folder: see [`rr_embedded::registry::shared`]) and the
-    /// catalogue beside it.
-    pub fn open_dir(dir: &Path, config: NavConfig) -> Result<Arc<Self>, NavError> {
-        let store = rr_embedded::registry::shared(dir)
-            .map_err(|source| NavError::OpenStore { path: dir.to_owned(), source })?;
-        Self::open(dir, store, config)
-    }
-
-    /// Reads a Chroma collection, with the catalogue in memory (repository
-    /// ids hold while the server runs). The first read runs on the
-    /// blocking pool.
-    pub async fn open_chroma(source: ChromaSource, config: NavConfig) -> Result<Arc<Self>, NavError> {
+    /// A service over `source` with the catalogue in memory (repository ids
+    /// hold while the server runs). The first read runs on the blocking pool.
+    pub async fn open_in_memory(source: Arc<dyn NavSource>, config: NavConfig) -> Result<Arc<Self>, NavError> {
         let catalogue = Catalogue::in_memory().map_err(NavError::CreateCatalogue)?;
-        tokio::task::spawn_blocking(move || Self::open_source(Arc::new(source), catalogue, config)).await?
+        tokio::task::spawn_blocking(move || Self::open_source(source, catalogue, config)).await?
     }
 
     /// A service over `source` with `catalogue`, brought up to date.
@@ -139,14 +126,9 @@ impl NavService {
         self.source.as_ref()
     }
 
-    /// The embedded store's folder; `None` over a Chroma collection.
+    /// The source's folder, when it has one (the embedded store's).
     pub fn dir(&self) -> Option<&Path> {
         self.source.store_dir()
-    }
-
-    /// The embedded store read; `None` over a Chroma collection.
-    pub fn embedded_store(&self) -> Option<&Arc<EmbeddedStore>> {
-        self.source.embedded()
     }
 
     /// The catalogue, locked.
