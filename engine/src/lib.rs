@@ -10,6 +10,8 @@
 //! server binary, which builds its Chroma engine through the same registry.
 
 pub mod local;
+pub mod nav_chroma;
+pub mod nav_embedded;
 pub mod stores;
 pub mod watch;
 

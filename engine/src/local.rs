@@ -83,14 +83,127 @@ impl Default for StoreSettings {
     }
 }
 
-/// A failure of a local command, already worded for the operator.
+/// A failure of a local command (`index`, `search`, `serve` on a store
+/// folder, a watch). Each message is worded for the operator, who reads it as
+/// `Error: <message>`; the tests pin them.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct LocalError(String);
+pub enum LocalError {
+    /// The folder has no settings file: nothing was indexed into it.
+    #[error("no index at {}: run `repo-retriever index <folder> --store {}` first", .0.display(), .0.display())]
+    NoIndex(PathBuf),
+    /// The settings file is not what this build writes.
+    #[error("{} is not a valid store settings file: {source}", path.display())]
+    InvalidSettings { path: PathBuf, source: serde_json::Error },
+    /// A file or folder could not be read, written or created; `action` says
+    /// which (`read`, `write`, `create the store folder`, `write the manifest`).
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io { action: &'static str, path: PathBuf, source: std::io::Error },
+    /// The store's database could not be opened.
+    #[error("cannot open the store at {}: {source}", path.display())]
+    OpenStore { path: PathBuf, source: rr_embedded::EmbeddedError },
+    /// The store refused the texts of the indexed files.
+    #[error("cannot store the indexed files: {0}")]
+    StoreFiles(#[source] rr_embedded::EmbeddedError),
+    /// The store's vectors are not as long as its embedder's.
+    #[error(
+        "store {} holds {held}-dimensional vectors but its embedder \"{embedder}\" makes {made}-dimensional ones",
+        path.display()
+    )]
+    StoreDimension { path: PathBuf, held: usize, embedder: String, made: usize },
+    /// An embedder name that is not one of [`EMBEDDERS`].
+    #[error("unknown embedder \"{0}\"; valid choices: {EMBEDDERS}")]
+    UnknownEmbedder(String),
+    /// An `openai` store, or a request for one, without its endpoint.
+    #[error("the openai embedder needs an embedding API URL and model")]
+    NoEndpoint,
+    /// An endpoint given with another embedder than `openai`.
+    #[error("an embedding API URL and model are for the openai embedder, not \"{0}\"")]
+    EndpointNotOpenAi(String),
+    /// The hash embedder refused the store's dimension.
+    #[error("invalid hash embedder dimension {0}")]
+    HashDimension(usize),
+    /// A model embedder (`potion`, `minilm`) could not be loaded.
+    #[error("cannot load the {embedder} embedder: {message}")]
+    LoadEmbedder { embedder: &'static str, message: String },
+    /// The `openai` embedder's settings were refused.
+    #[error("cannot set up the openai embedder: {0}")]
+    OpenAiSetup(String),
+    /// The installed minilm model makes vectors of another length than the store's.
+    #[error("the minilm model at {} makes {made}-dimensional vectors, the store expects {expected}", dir.display())]
+    ModelDimension { dir: PathBuf, made: usize, expected: usize },
+    /// Another embedder asked of an existing store.
+    #[error(
+        "the store at {} was created with the \"{kept}\" embedder, not \"{asked}\": a store keeps its embedder \
+         (index into another --store to use \"{asked}\")",
+        store.display()
+    )]
+    KeepsEmbedder { store: PathBuf, kept: String, asked: String },
+    /// Another query or document prefix asked of an existing store.
+    #[error(
+        "the store at {} was created with the {what} {kept:?}, not {asked:?}: a store keeps its prefixes",
+        store.display()
+    )]
+    KeepsPrefix { store: PathBuf, what: &'static str, kept: String, asked: String },
+    /// Another embedding endpoint asked of an existing store; `kept` describes
+    /// its own, both URLs without credentials.
+    #[error(
+        "the store at {} was created with {kept}, not the model {asked_model:?} at {asked_url}: a store keeps its embedder",
+        store.display()
+    )]
+    KeepsEndpoint { store: PathBuf, kept: String, asked_model: String, asked_url: String },
+    /// Retrieval settings that do not go together (core's wording).
+    #[error("{0}")]
+    Retrieval(String),
+    /// `--rerank-min-score` without `--rerank`.
+    #[error("--rerank-min-score: needs --rerank, whose last stage's scores it cuts")]
+    MinScoreWithoutRerank,
+    /// `--rerank-min-score NaN`.
+    #[error("--rerank-min-score: must be a number, not {0}")]
+    MinScoreNotANumber(f64),
+    /// A `--rerank` kind refused its default settings.
+    #[error("--rerank: {0} ({RERANK_SETTINGS_HINT})")]
+    RerankSettings(#[source] RegistryError),
+    /// A `--rerank` kind that is not registered.
+    #[error("--rerank: {0}")]
+    Rerank(#[source] RegistryError),
+    /// The registry's `embedded` kind refused the folder (its factory's words).
+    #[error("{0}")]
+    StoreFactory(String),
+    /// The registry's `embedded` kind is not this build's embedded store.
+    #[error("the \"{}\" store kind is not the embedded store", rr_embedded::STORE_NAME)]
+    NotEmbedded,
+    /// An index request with neither a store folder nor a Chroma target.
+    #[error("no store to index into")]
+    NoTarget,
+    /// A watch over a Chroma target.
+    #[error("a watch writes into the embedded store")]
+    WatchNeedsEmbedded,
+    /// The file-system notifications of a watched folder could not be set up.
+    #[error("cannot watch {}: {source}", path.display())]
+    Watch { path: PathBuf, source: notify_debouncer_full::notify::Error },
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Index(#[from] rr_indexer::IndexError),
+    #[error(transparent)]
+    Sync(#[from] rr_indexer::SyncError),
+    #[error(transparent)]
+    Backend(#[from] BackendError),
+    #[error(transparent)]
+    Http(#[from] rr_http::HttpError),
+    #[error(transparent)]
+    EmptyChain(#[from] rr_core::EmptyChain),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// A task of the blocking pool panicked or was cancelled.
+    #[error(transparent)]
+    Task(#[from] tokio::task::JoinError),
+}
 
 impl LocalError {
-    pub(crate) fn new(message: impl Into<String>) -> Self {
-        LocalError(message.into())
+    fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LocalError {
+        let path = path.to_owned();
+        move |source| LocalError::Io { action, path, source }
     }
 }
 
@@ -99,9 +212,9 @@ fn read_settings(dir: &Path) -> Result<Option<StoreSettings>, LocalError> {
     match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| LocalError::new(format!("{} is not a valid store settings file: {e}", path.display()))),
+            .map_err(|source| LocalError::InvalidSettings { path: path.clone(), source }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(LocalError::new(format!("cannot read {}: {e}", path.display()))),
+        Err(e) => Err(LocalError::io("read", &path)(e)),
     }
 }
 
@@ -110,15 +223,13 @@ fn read_settings(dir: &Path) -> Result<Option<StoreSettings>, LocalError> {
 fn write_settings(dir: &Path, settings: &StoreSettings) -> Result<(), LocalError> {
     let path = dir.join(SETTINGS_FILE);
     let tmp = dir.join(format!("{SETTINGS_FILE}.tmp"));
-    let body = serde_json::to_vec_pretty(settings).map_err(|e| LocalError::new(e.to_string()))?;
-    std::fs::write(&tmp, body)
-        .and_then(|_| std::fs::rename(&tmp, &path))
-        .map_err(|e| LocalError::new(format!("cannot write {}: {e}", path.display())))
+    let body = serde_json::to_vec_pretty(settings)?;
+    std::fs::write(&tmp, body).and_then(|_| std::fs::rename(&tmp, &path)).map_err(LocalError::io("write", &path))
 }
 
 /// The embedder a store was written with, built by kind through the registry.
 fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalError> {
-    let registry = Registry::builtin().map_err(|e| LocalError::new(e.to_string()))?;
+    let registry = Registry::builtin()?;
     let ctx = FactoryContext::new(crate::user_agent());
     let message = |e: RegistryError| match e {
         RegistryError::Factory { message, .. } => message,
@@ -127,12 +238,12 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
     match settings.embedder.as_str() {
         "hash" => registry
             .embedder("hash", &serde_json::json!({ "dimension": settings.dimension }), &ctx)
-            .map_err(|_| LocalError::new(format!("invalid hash embedder dimension {}", settings.dimension))),
+            .map_err(|_| LocalError::HashDimension(settings.dimension)),
         "potion" => registry
             .embedder("potion", &serde_json::json!({}), &ctx)
-            .map_err(|e| LocalError::new(format!("cannot load the potion embedder: {}", message(e)))),
+            .map_err(|e| LocalError::LoadEmbedder { embedder: "potion", message: message(e) }),
         "minilm" => {
-            let failed = |e: String| LocalError::new(format!("cannot load the minilm embedder: {e}"));
+            let failed = |message: String| LocalError::LoadEmbedder { embedder: "minilm", message };
             let dir = rr_minilm::locate().map_err(|e| failed(e.to_string()))?;
             let embedder = registry
                 .embedder("minilm", &serde_json::json!({ "dir": dir }), &ctx)
@@ -140,27 +251,21 @@ fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalErro
             if let Some(dimension) = embedder.dimension()
                 && dimension != settings.dimension
             {
-                return Err(LocalError::new(format!(
-                    "the minilm model at {} makes {dimension}-dimensional vectors, the store expects {}",
-                    dir.display(),
-                    settings.dimension
-                )));
+                return Err(LocalError::ModelDimension { dir, made: dimension, expected: settings.dimension });
             }
             Ok(embedder)
         }
         "openai" => {
-            let Some(endpoint) = &settings.endpoint else { return Err(LocalError::new(NO_ENDPOINT)) };
+            let Some(endpoint) = &settings.endpoint else { return Err(LocalError::NoEndpoint) };
             let mut config = serde_json::json!({ "api_url": endpoint.api_url, "model": endpoint.model });
             // A local server usually wants no key; the registry refuses a
             // named variable that is unset, so it is named only when set.
             if std::env::var_os(EMBEDDING_API_KEY_ENV).is_some_and(|v| !v.is_empty()) {
                 config["api_key_env"] = EMBEDDING_API_KEY_ENV.into();
             }
-            registry
-                .embedder("openai", &config, &ctx)
-                .map_err(|e| LocalError::new(format!("cannot set up the openai embedder: {}", message(e))))
+            registry.embedder("openai", &config, &ctx).map_err(|e| LocalError::OpenAiSetup(message(e)))
         }
-        other => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
+        other => Err(LocalError::UnknownEmbedder(other.to_owned())),
     }
 }
 
@@ -171,9 +276,6 @@ pub const EMBEDDERS: &str = "potion, hash, minilm, openai";
 /// model compiled in, which needs nothing installed and indexes as fast as
 /// `hash` (docs/evaluation.md, "The embedder").
 pub const DEFAULT_EMBEDDER: &str = "potion";
-
-/// Why an `openai` store, or a request for one, has no endpoint.
-const NO_ENDPOINT: &str = "the openai embedder needs an embedding API URL and model";
 
 /// The settings of a new store with embedder `name`, with the query and
 /// document prefixes its model was trained with: none for all-MiniLM-L6-v2
@@ -193,10 +295,8 @@ pub fn new_store_settings(name: &str, endpoint: Option<EmbeddingEndpoint>) -> Re
             endpoint: Some(endpoint),
             ..StoreSettings::default()
         }),
-        ("openai", None) => Err(LocalError::new(NO_ENDPOINT)),
-        (name, Some(_)) => {
-            Err(LocalError::new(format!("an embedding API URL and model are for the openai embedder, not \"{name}\"")))
-        }
+        ("openai", None) => Err(LocalError::NoEndpoint),
+        (name, Some(_)) => Err(LocalError::EndpointNotOpenAi(name.to_owned())),
         ("hash", None) => Ok(StoreSettings::default()),
         ("potion", None) => Ok(StoreSettings {
             embedder: "potion".into(),
@@ -214,7 +314,7 @@ pub fn new_store_settings(name: &str, endpoint: Option<EmbeddingEndpoint>) -> Re
             chunking: DEFAULT_EMBEDDED_CHUNKING,
             endpoint: None,
         }),
-        (other, None) => Err(LocalError::new(format!("unknown embedder \"{other}\"; valid choices: {EMBEDDERS}"))),
+        (other, None) => Err(LocalError::UnknownEmbedder(other.to_owned())),
     }
 }
 
@@ -262,12 +362,11 @@ pub fn choose_settings(
             if let Some(name) = name
                 && existing.embedder != name
             {
-                return Err(LocalError::new(format!(
-                    "the store at {} was created with the \"{}\" embedder, not \"{name}\": a store keeps its embedder \
-                     (index into another --store to use \"{name}\")",
-                    store_dir.display(),
-                    existing.embedder
-                )));
+                return Err(LocalError::KeepsEmbedder {
+                    store: store_dir.to_owned(),
+                    kept: existing.embedder,
+                    asked: name.to_owned(),
+                });
             }
             for (what, asked, kept) in [
                 ("query prefix", query_prefix, &existing.query_prefix),
@@ -276,10 +375,12 @@ pub fn choose_settings(
                 if let Some(asked) = asked
                     && asked != kept
                 {
-                    return Err(LocalError::new(format!(
-                        "the store at {} was created with the {what} {kept:?}, not {asked:?}: a store keeps its prefixes",
-                        store_dir.display()
-                    )));
+                    return Err(LocalError::KeepsPrefix {
+                        store: store_dir.to_owned(),
+                        what,
+                        kept: kept.clone(),
+                        asked: asked.to_owned(),
+                    });
                 }
             }
             if let Some(asked) = endpoint
@@ -289,12 +390,12 @@ pub fn choose_settings(
                     || "no embedding endpoint".to_owned(),
                     |e| format!("the model {:?} at {}", e.model, without_userinfo(&e.api_url)),
                 );
-                return Err(LocalError::new(format!(
-                    "the store at {} was created with {kept}, not the model {:?} at {}: a store keeps its embedder",
-                    store_dir.display(),
-                    asked.model,
-                    without_userinfo(&asked.api_url)
-                )));
+                return Err(LocalError::KeepsEndpoint {
+                    store: store_dir.to_owned(),
+                    kept,
+                    asked_url: without_userinfo(&asked.api_url),
+                    asked_model: asked.model,
+                });
             }
             Ok(())
         }
@@ -303,17 +404,14 @@ pub fn choose_settings(
             if dry_run {
                 return Ok(());
             }
-            std::fs::create_dir_all(store_dir)
-                .map_err(|e| LocalError::new(format!("cannot create the store folder {}: {e}", store_dir.display())))?;
+            std::fs::create_dir_all(store_dir).map_err(LocalError::io("create the store folder", store_dir))?;
             write_settings(store_dir, &wanted)
         }
     }
 }
 
 fn open_store(dir: &Path) -> Result<Arc<EmbeddedStore>, LocalError> {
-    EmbeddedStore::open(dir)
-        .map(Arc::new)
-        .map_err(|e| LocalError::new(format!("cannot open the store at {}: {e}", dir.display())))
+    EmbeddedStore::open(dir).map(Arc::new).map_err(|source| LocalError::OpenStore { path: dir.to_owned(), source })
 }
 
 /// The store at `dir` as the registry's `embedded` kind builds it, like any
@@ -323,16 +421,14 @@ fn registered_store(dir: &Path) -> Result<Arc<EmbeddedStore>, LocalError> {
     // A registry setting is JSON: a folder whose name is not UTF-8 has no
     // spelling there, and is opened directly instead.
     let Some(path) = dir.to_str() else { return open_store(dir) };
-    let registry = Registry::builtin().map_err(|e| LocalError::new(e.to_string()))?;
+    let registry = Registry::builtin()?;
     let ctx = FactoryContext::new(crate::user_agent());
     let store =
         registry.store(rr_embedded::STORE_NAME, &serde_json::json!({ "path": path }), &ctx).map_err(|e| match e {
-            RegistryError::Factory { message, .. } => LocalError::new(message),
-            other => LocalError::new(other.to_string()),
+            RegistryError::Factory { message, .. } => LocalError::StoreFactory(message),
+            other => LocalError::Registry(other),
         })?;
-    rr_embedded::registry::embedded(store.as_ref()).ok_or_else(|| {
-        LocalError::new(format!("the \"{}\" store kind is not the embedded store", rr_embedded::STORE_NAME))
-    })
+    rr_embedded::registry::embedded(store.as_ref()).ok_or(LocalError::NotEmbedded)
 }
 
 /// A Chroma collection to index into instead of the embedded store, with the
@@ -397,8 +493,7 @@ fn index_settings(request: &IndexRequest) -> Result<StoreSettings, LocalError> {
     let mut settings = if request.chroma.is_some() {
         StoreSettings { chunking: ChunkingScheme::Reference, ..StoreSettings::default() }
     } else {
-        std::fs::create_dir_all(&request.store)
-            .map_err(|e| LocalError::new(format!("cannot create the store folder {}: {e}", request.store.display())))?;
+        std::fs::create_dir_all(&request.store).map_err(LocalError::io("create the store folder", &request.store))?;
         match read_settings(&request.store)? {
             Some(settings) => settings,
             // A store written before settings files were kept holds `hash` vectors.
@@ -460,9 +555,7 @@ pub(crate) async fn index_in(
         None => rr_indexer::KnownFiles::new(),
     };
     let stream = tokio::task::spawn_blocking(move || rr_indexer::build_stream_known(&root, &identity, &options, known))
-        .await
-        .map_err(|e| LocalError::new(e.to_string()))?
-        .map_err(|e| LocalError::new(e.to_string()))?;
+        .await??;
     let opts = SyncOptions {
         batch_size: request.batch_size,
         dry_run: request.dry_run,
@@ -472,7 +565,7 @@ pub(crate) async fn index_in(
     };
     let chunking = rr_indexer::ChunkingOptions { scheme: settings.chunking, ..request.options.chunking };
     let Some(store) = store else {
-        let target = request.chroma.as_ref().ok_or_else(|| LocalError::new("no store to index into"))?;
+        let target = request.chroma.as_ref().ok_or(LocalError::NoTarget)?;
         let (store, embedder) = chroma_target(target)?;
         return stream_into(&store, &embedder, None, stream, &request, &opts, chunking).await;
     };
@@ -486,7 +579,7 @@ pub(crate) async fn index_in(
     }
     let flushed = writes.flush().await;
     let summary = summary?;
-    flushed.map_err(|e| LocalError::new(e.to_string()))?;
+    flushed?;
     if !request.dry_run {
         write_settings(&request.store, &settings)?;
     }
@@ -629,11 +722,10 @@ async fn stream_into(
     opts: &SyncOptions,
     chunking: rr_indexer::ChunkingOptions,
 ) -> Result<SyncSummary, LocalError> {
-    let failed = |e: rr_indexer::SyncError| LocalError::new(e.to_string());
     let namespace_id = request.identity.namespace_id();
     let mut manifest =
         request.output_manifest.as_deref().map(|path| ManifestSpool::create(path, stream.files())).transpose()?;
-    let mut sync = StreamSync::start(store, embedder, &namespace_id, opts).await.map_err(failed)?;
+    let mut sync = StreamSync::start(store, embedder, &namespace_id, opts).await?;
     let mut texts = match files {
         Some(files) => Some(FileSync::start(files, &namespace_id, chunking.key()).await?),
         None => None,
@@ -645,11 +737,10 @@ async fn stream_into(
             let group = stream.next_group();
             (stream, group)
         })
-        .await
-        .map_err(|e| LocalError::new(e.to_string()))?;
+        .await?;
         stream = back;
         let Some(group) = group else { break };
-        for file in group.map_err(|e| LocalError::new(e.to_string()))? {
+        for file in group? {
             if let Some(known) = file.unchanged {
                 let ids = rr_indexer::file_record_ids(
                     &namespace_id,
@@ -664,7 +755,7 @@ async fn stream_into(
                 if let Some(texts) = &mut texts {
                     texts.keep(&file.path);
                 }
-                sync.keep(&ids).map_err(failed)?;
+                sync.keep(&ids)?;
                 continue;
             }
             let Some((text, records)) = file.content else { continue };
@@ -674,7 +765,7 @@ async fn stream_into(
             if let Some(texts) = &mut texts {
                 texts.add(file.path, text, records.len()).await?;
             }
-            sync.push(records).await.map_err(failed)?;
+            sync.push(records).await?;
         }
         opts.report(SyncPhase::Index, stream.delivered(), total);
     }
@@ -684,7 +775,7 @@ async fn stream_into(
     if let Some(texts) = &mut texts {
         texts.flush().await?;
     }
-    let summary = sync.finish().await.map_err(failed)?;
+    let summary = sync.finish().await?;
     if let Some(texts) = texts {
         texts.finish().await?;
     }
@@ -786,10 +877,7 @@ async fn blocking_write<T: Send + 'static>(
     work: impl FnOnce(&EmbeddedStore) -> Result<T, rr_embedded::EmbeddedError> + Send + 'static,
 ) -> Result<T, LocalError> {
     let store = store.clone();
-    tokio::task::spawn_blocking(move || work(&store))
-        .await
-        .map_err(|e| LocalError::new(e.to_string()))?
-        .map_err(|e| LocalError::new(format!("cannot store the indexed files: {e}")))
+    tokio::task::spawn_blocking(move || work(&store)).await?.map_err(LocalError::StoreFiles)
 }
 
 /// `--output-manifest`: the id, path and chunk index of every record, in
@@ -819,7 +907,7 @@ impl ManifestSpool {
             .create(true)
             .truncate(true)
             .open(&spool_path)
-            .map_err(|e| LocalError::new(format!("cannot write the manifest {}: {e}", path.display())))?;
+            .map_err(LocalError::io("write the manifest", path))?;
         Ok(ManifestSpool {
             path: path.to_owned(),
             spool_path,
@@ -829,8 +917,8 @@ impl ManifestSpool {
         })
     }
 
-    fn failed(&self, e: impl std::fmt::Display) -> LocalError {
-        LocalError::new(format!("cannot write the manifest {}: {e}", self.path.display()))
+    fn failed(&self, e: std::io::Error) -> LocalError {
+        LocalError::io("write the manifest", &self.path)(e)
     }
 
     /// Spools the entries of the file at path-order `position`.
@@ -928,7 +1016,7 @@ fn chroma_target(target: &ChromaTarget) -> Result<(ChromaStore, OpenAiEmbedder),
         .filter(|s| !s.is_empty())
         .cloned()
         .collect();
-    let http = HttpClient::new(settings).map_err(|e| LocalError::new(e.to_string()))?;
+    let http = HttpClient::new(settings)?;
     let store = ChromaStore::new(
         ChromaConfig {
             server_url: target.server_url.trim_end_matches('/').to_owned(),
@@ -976,7 +1064,7 @@ pub fn engine_over(
     reranker: Option<Arc<dyn Reranker>>,
 ) -> Result<SearchEngine, LocalError> {
     let (retrieval, hybrid) =
-        choice.resolve(open.store.as_ref(), open.embedder.as_ref(), cli_key).map_err(LocalError::new)?;
+        choice.resolve(open.store.as_ref(), open.embedder.as_ref(), cli_key).map_err(LocalError::Retrieval)?;
     let options = PipelineOptions {
         query_prefix: open.settings.query_prefix.clone(),
         retrieval,
@@ -1062,31 +1150,31 @@ impl RetrievalChoice {
 pub fn reranker(kinds: &[String], min_score: Option<f64>) -> Result<Option<Arc<dyn Reranker>>, LocalError> {
     if kinds.is_empty() {
         return match min_score {
-            Some(_) => Err(LocalError::new("--rerank-min-score: needs --rerank, whose last stage's scores it cuts")),
+            Some(_) => Err(LocalError::MinScoreWithoutRerank),
             None => Ok(None),
         };
     }
     if let Some(v) = min_score
         && v.is_nan()
     {
-        return Err(LocalError::new(format!("--rerank-min-score: must be a number, not {v}")));
+        return Err(LocalError::MinScoreNotANumber(v));
     }
-    let registry = Registry::builtin().map_err(|e| LocalError::new(e.to_string()))?;
+    let registry = Registry::builtin()?;
     let ctx = FactoryContext::new(crate::user_agent());
     let defaults = serde_json::Value::Object(serde_json::Map::new());
     let stages = kinds
         .iter()
         .map(|kind| {
             registry.reranker(kind, &defaults, &ctx).map_err(|e| match e {
-                RegistryError::Factory { .. } => LocalError::new(format!("--rerank: {e} ({RERANK_SETTINGS_HINT})")),
-                other => LocalError::new(format!("--rerank: {other}")),
+                RegistryError::Factory { .. } => LocalError::RerankSettings(e),
+                other => LocalError::Rerank(other),
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
     if stages.len() == 1 && min_score.is_none() {
         return Ok(stages.into_iter().next());
     }
-    let chain = RerankChain::new(stages).map_err(|e| LocalError::new(e.to_string()))?;
+    let chain = RerankChain::new(stages)?;
     Ok(Some(Arc::new(chain.with_min_score(min_score))))
 }
 
@@ -1139,13 +1227,7 @@ impl StoreFacets {
 
 /// Opens an existing store (see [`OpenStore`]).
 pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
-    let settings = read_settings(store_dir)?.ok_or_else(|| {
-        LocalError::new(format!(
-            "no index at {}: run `repo-retriever index <folder> --store {}` first",
-            store_dir.display(),
-            store_dir.display()
-        ))
-    })?;
+    let settings = read_settings(store_dir)?.ok_or_else(|| LocalError::NoIndex(store_dir.to_owned()))?;
     let embedder = embedder_for(&settings)?;
     let store = registered_store(store_dir)?;
     // An endpoint's dimension (0) is whatever its model makes: the store
@@ -1154,12 +1236,12 @@ pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
         && settings.dimension != 0
         && dimension != settings.dimension
     {
-        return Err(LocalError::new(format!(
-            "store {} holds {dimension}-dimensional vectors but its embedder \"{}\" makes {}-dimensional ones",
-            store_dir.display(),
-            settings.embedder,
-            settings.dimension
-        )));
+        return Err(LocalError::StoreDimension {
+            path: store_dir.to_owned(),
+            held: dimension,
+            embedder: settings.embedder,
+            made: settings.dimension,
+        });
     }
     Ok(OpenStore { embedder, store, settings })
 }
@@ -1184,6 +1266,85 @@ mod tests {
                 },
             },
             embedding: vec![1.0, 0.0],
+        }
+    }
+
+    #[test]
+    fn settings_and_embedder_refusals_read_as_the_operator_sees_them() {
+        let message = |r: Result<StoreSettings, LocalError>| r.unwrap_err().to_string();
+        let endpoint = EmbeddingEndpoint { api_url: "http://127.0.0.1:1".into(), model: "m".into() };
+        assert_eq!(
+            message(new_store_settings("openai", None)),
+            "the openai embedder needs an embedding API URL and model"
+        );
+        assert_eq!(
+            message(new_store_settings("hash", Some(endpoint))),
+            "an embedding API URL and model are for the openai embedder, not \"hash\""
+        );
+        assert_eq!(
+            message(new_store_settings("bert", None)),
+            "unknown embedder \"bert\"; valid choices: potion, hash, minilm, openai"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            open(dir.path()).err().unwrap().to_string(),
+            format!(
+                "no index at {}: run `repo-retriever index <folder> --store {}` first",
+                dir.path().display(),
+                dir.path().display()
+            )
+        );
+        std::fs::write(dir.path().join(SETTINGS_FILE), "{").unwrap();
+        assert_eq!(
+            open(dir.path()).err().unwrap().to_string(),
+            format!(
+                "{} is not a valid store settings file: EOF while parsing an object at line 1 column 1",
+                dir.path().join(SETTINGS_FILE).display()
+            )
+        );
+        let settings = StoreSettings { embedder: "hash".into(), dimension: 0, ..StoreSettings::default() };
+        assert_eq!(embedder_for(&settings).err().unwrap().to_string(), "invalid hash embedder dimension 0");
+    }
+
+    #[test]
+    fn rerank_flag_refusals_read_as_the_operator_sees_them() {
+        let message = |kinds: &[&str], min_score| {
+            let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
+            reranker(&kinds, min_score).err().unwrap().to_string()
+        };
+        assert_eq!(message(&[], Some(0.5)), "--rerank-min-score: needs --rerank, whose last stage's scores it cuts");
+        assert_eq!(message(&["mmr"], Some(f64::NAN)), "--rerank-min-score: must be a number, not NaN");
+        assert!(message(&["bm26"], None).starts_with("--rerank: unknown reranker kind \"bm26\"; valid kinds: "));
+    }
+
+    #[test]
+    fn store_and_watch_refusals_read_as_the_operator_sees_them() {
+        let io = || std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied");
+        let path = PathBuf::from("/s");
+        let cases = [
+            (LocalError::io("read", &path)(io()), "cannot read /s: denied"),
+            (LocalError::io("write", &path)(io()), "cannot write /s: denied"),
+            (LocalError::io("create the store folder", &path)(io()), "cannot create the store folder /s: denied"),
+            (LocalError::io("write the manifest", &path)(io()), "cannot write the manifest /s: denied"),
+            (
+                LocalError::StoreDimension { path: path.clone(), held: 8, embedder: "hash".into(), made: 256 },
+                "store /s holds 8-dimensional vectors but its embedder \"hash\" makes 256-dimensional ones",
+            ),
+            (
+                LocalError::LoadEmbedder { embedder: "minilm", message: "no model".into() },
+                "cannot load the minilm embedder: no model",
+            ),
+            (LocalError::OpenAiSetup("bad".into()), "cannot set up the openai embedder: bad"),
+            (
+                LocalError::ModelDimension { dir: path.clone(), made: 768, expected: 384 },
+                "the minilm model at /s makes 768-dimensional vectors, the store expects 384",
+            ),
+            (LocalError::NotEmbedded, "the \"embedded\" store kind is not the embedded store"),
+            (LocalError::NoTarget, "no store to index into"),
+            (LocalError::WatchNeedsEmbedded, "a watch writes into the embedded store"),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.to_string(), text);
         }
     }
 

@@ -71,7 +71,7 @@ use std::time::Duration;
 use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use rr_core::federated::{DEFAULT_STORE_TIMEOUT, FederatedStore, SourcePattern};
-use rr_core::registry::{FactoryContext, Registry};
+use rr_core::registry::{FactoryContext, Registry, RegistryError};
 use rr_core::{Embedder, RerankChain, RerankOptions, Reranker, SearchEngine};
 use serde::Deserialize;
 use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
@@ -176,19 +176,50 @@ pub struct StoresFile {
     pub stores: BTreeMap<String, StoreSection>,
 }
 
-/// A configuration problem, worded for the operator.
+/// A problem with a stores file, worded for the operator: most name the key
+/// (`stores.<name>.embedder`, `reranker[1]`) the problem is at.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct StoresError(pub String);
-
-fn err(message: impl Into<String>) -> StoresError {
-    StoresError(message.into())
+pub enum StoresError {
+    #[error("stores file {}: not found", .0.display())]
+    NotFound(PathBuf),
+    /// The file does not parse, or a key has the wrong type (every problem
+    /// figment found, on one line).
+    #[error("stores file {}: {}", path.display(), one_line(source))]
+    Invalid { path: PathBuf, source: Box<figment::Error> },
+    #[error("stores file: no [stores.<name>] section")]
+    NoStores,
+    /// A duration key that is not a positive number of seconds.
+    #[error("{key}: must be a positive number of seconds, not {value}")]
+    NotSeconds { key: String, value: f64 },
+    /// A `rerank_min_score` without a reranker to cut.
+    #[error("{key}: needs a reranker, whose last stage's scores it cuts")]
+    MinScoreWithoutReranker { key: String },
+    /// A `rerank_min_score` that is NaN.
+    #[error("{key}: must be a number, not {value}")]
+    MinScoreNotANumber { key: String, value: f64 },
+    /// A component (store, embedder, reranker stage) the registry would not build.
+    #[error("{at}: {source}")]
+    Component { at: String, source: RegistryError },
+    /// A `sources` pattern that does not parse.
+    #[error("{at}: {message}")]
+    Sources { at: String, message: String },
+    /// `reranker = []`.
+    #[error("{at}: an empty array has no stage; leave the key out for no reranking")]
+    EmptyChain { at: String },
+    /// Retrieval settings that do not go together (core's wording).
+    #[error("{0}")]
+    Retrieval(String),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// A dynamic plugin the file lists could not be loaded.
+    #[error(transparent)]
+    Plugin(#[from] rr_plugins::PluginError),
 }
 
 /// Reads and layers the file (see the module docs).
 pub fn read(path: &Path) -> Result<StoresFile, StoresError> {
     if !path.is_file() {
-        return Err(err(format!("stores file {}: not found", path.display())));
+        return Err(StoresError::NotFound(path.to_owned()));
     }
     let yaml = matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"));
     let figment =
@@ -196,7 +227,7 @@ pub fn read(path: &Path) -> Result<StoresFile, StoresError> {
     figment
         .merge(Env::prefixed("RR_CONFIG__").split("__"))
         .extract()
-        .map_err(|e| err(format!("stores file {}: {}", path.display(), one_line(&e))))
+        .map_err(|e| StoresError::Invalid { path: path.to_owned(), source: Box::new(e) })
 }
 
 fn one_line(e: &figment::Error) -> String {
@@ -207,7 +238,7 @@ fn secs(key: &str, value: Option<f64>, default: Duration) -> Result<Duration, St
     match value {
         None => Ok(default),
         Some(v) if v.is_finite() && v > 0.0 => Ok(Duration::from_secs_f64(v)),
-        Some(v) => Err(err(format!("{key}: must be a positive number of seconds, not {v}"))),
+        Some(value) => Err(StoresError::NotSeconds { key: key.to_owned(), value }),
     }
 }
 
@@ -225,17 +256,19 @@ fn reranker(
     let min_key = format!("{prefix}rerank_min_score");
     let Some(section) = section else {
         return match min_score {
-            Some(_) => Err(err(format!("{min_key}: needs a reranker, whose last stage's scores it cuts"))),
+            Some(_) => Err(StoresError::MinScoreWithoutReranker { key: min_key }),
             None => Ok(None),
         };
     };
     if let Some(v) = min_score
         && v.is_nan()
     {
-        return Err(err(format!("{min_key}: must be a number, not {v}")));
+        return Err(StoresError::MinScoreNotANumber { key: min_key, value: v });
     }
     let build = |label: String, c: &Component| {
-        registry.reranker(&c.kind, &Value::Object(c.settings.clone()), ctx).map_err(|e| err(format!("{label}: {e}")))
+        registry
+            .reranker(&c.kind, &Value::Object(c.settings.clone()), ctx)
+            .map_err(|source| StoresError::Component { at: label, source })
     };
     let stages = match section {
         RerankerSection::One(c) => vec![build(at.clone(), c)?],
@@ -246,8 +279,7 @@ fn reranker(
     if stages.len() == 1 && min_score.is_none() {
         return Ok(stages.into_iter().next());
     }
-    let chain = RerankChain::new(stages)
-        .map_err(|_| err(format!("{at}: an empty array has no stage; leave the key out for no reranking")))?;
+    let chain = RerankChain::new(stages).map_err(|_| StoresError::EmptyChain { at })?;
     Ok(Some(Arc::new(chain.with_min_score(min_score))))
 }
 
@@ -264,13 +296,15 @@ pub fn context(file: &StoresFile) -> Result<FactoryContext, StoresError> {
 /// Builds the federated engine the file describes, with `registry`'s kinds.
 pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Result<SearchEngine, StoresError> {
     if file.stores.is_empty() {
-        return Err(err("stores file: no [stores.<name>] section"));
+        return Err(StoresError::NoStores);
     }
     let mut embedders: Vec<(String, Arc<dyn Embedder>)> = Vec::new();
     let mut stores = Vec::with_capacity(file.stores.len());
     for (name, section) in &file.stores {
-        let at = |e: &dyn std::fmt::Display| err(format!("stores.{name}: {e}"));
-        let store = registry.store(&section.kind, &Value::Object(section.settings.clone()), ctx).map_err(|e| at(&e))?;
+        let at = format!("stores.{name}");
+        let store = registry
+            .store(&section.kind, &Value::Object(section.settings.clone()), ctx)
+            .map_err(|source| StoresError::Component { at: at.clone(), source })?;
         // One instance per distinct embedder section, so a query is embedded once per model.
         let key = format!("{}\u{0}{}", section.embedder.kind, Value::Object(section.embedder.settings.clone()));
         let embedder = match embedders.iter().find(|(k, _)| *k == key) {
@@ -278,7 +312,7 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
             None => {
                 let e = registry
                     .embedder(&section.embedder.kind, &Value::Object(section.embedder.settings.clone()), ctx)
-                    .map_err(|e| err(format!("stores.{name}.embedder: {e}")))?;
+                    .map_err(|source| StoresError::Component { at: format!("{at}.embedder"), source })?;
                 embedders.push((key, e.clone()));
                 e
             }
@@ -293,7 +327,7 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
         };
         let (mode, hybrid) = choice
             .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.hybrid_{key}"))
-            .map_err(err)?;
+            .map_err(StoresError::Retrieval)?;
         let mut entry = FederatedStore::new(name.clone(), store, embedder).with_retrieval(mode, hybrid);
         entry.model = section
             .embedder
@@ -306,8 +340,13 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
         }
         entry.timeout = secs(&format!("stores.{name}.timeout_secs"), section.timeout_secs, DEFAULT_STORE_TIMEOUT)?;
         if let Some(sources) = &section.sources {
-            entry.sources =
-                Some(sources.iter().map(|s| SourcePattern::parse(s)).collect::<Result<_, _>>().map_err(|e| at(&e))?);
+            entry.sources = Some(
+                sources
+                    .iter()
+                    .map(|s| SourcePattern::parse(s))
+                    .collect::<Result<_, _>>()
+                    .map_err(|message| StoresError::Sources { at: at.clone(), message })?,
+            );
         }
         entry.reranker =
             reranker(&format!("stores.{name}."), section.reranker.as_ref(), section.rerank_min_score, registry, ctx)?;
@@ -331,10 +370,10 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
 
 /// The built-in registry plus the file's dynamic plugins.
 pub fn registry(file: Option<&StoresFile>) -> Result<Registry, StoresError> {
-    let mut registry = Registry::builtin().map_err(|e| err(e.to_string()))?;
+    let mut registry = Registry::builtin()?;
     for path in file.map(|f| f.plugins.as_slice()).unwrap_or_default() {
-        for entry in rr_plugins::load(path).map_err(|e| err(e.to_string()))? {
-            registry.add(entry).map_err(|e| err(e.to_string()))?;
+        for entry in rr_plugins::load(path)? {
+            registry.add(entry)?;
         }
     }
     Ok(registry)
@@ -415,6 +454,26 @@ kind = "hash"
         assert_eq!(super::engine(&path).unwrap().code_rank(), Some(&rr_core::CodeRank::default()));
         let (_dir, path) = write("s.toml", &format!("per_file = 0\n{TWO}"));
         assert_eq!(super::engine(&path).unwrap().per_file(), 0);
+    }
+
+    #[test]
+    fn file_level_errors_name_the_file_or_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("none.toml");
+        assert_eq!(read(&missing).unwrap_err().to_string(), format!("stores file {}: not found", missing.display()));
+        assert_eq!(build_err("s.toml", "retry_attempts = 2\n"), "stores file: no [stores.<name>] section");
+        let (_dir, path) = write("s.toml", &format!("request_timeout_secs = 0\n{TWO}"));
+        assert_eq!(
+            context(&read(&path).unwrap()).unwrap_err().to_string(),
+            "request_timeout_secs: must be a positive number of seconds, not 0"
+        );
+        let slow = TWO.replace("timeout_secs = 2.5", "timeout_secs = -1");
+        assert_eq!(build_err("s.toml", &slow), "stores.b.timeout_secs: must be a positive number of seconds, not -1");
+        let sources = TWO.replace("sources = [\"acme/*\"]", "sources = [\"acme\"]");
+        assert_eq!(
+            build_err("s.toml", &sources),
+            "stores.a: source pattern \"acme\" must be owner/repository or owner/repository@branch (* as a whole part matches any)"
+        );
     }
 
     #[test]

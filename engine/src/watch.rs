@@ -57,7 +57,7 @@ impl Follower {
     /// names), with the embedder and settings it was written with.
     pub fn new(request: IndexRequest, open: &OpenStore) -> Result<Self, LocalError> {
         if request.chroma.is_some() || request.dry_run {
-            return Err(LocalError::new("a watch writes into the embedded store"));
+            return Err(LocalError::WatchNeedsEmbedded);
         }
         let mut settings = open.settings.clone();
         if let Some(scheme) = request.chunking {
@@ -121,8 +121,7 @@ impl Watch {
         // the ignored ones however the folders were named (`.`, a symlink).
         let canonical = |path: &Path| std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned());
         let root = canonical(follower.root());
-        let failed =
-            |e: notify_debouncer_full::notify::Error| LocalError::new(format!("cannot watch {}: {e}", root.display()));
+        let failed = |source| LocalError::Watch { path: root.clone(), source };
         let (sender, events) = tokio::sync::mpsc::unbounded_channel();
         let mut debouncer = new_debouncer(debounce, None, move |result: DebounceEventResult| {
             // The receiver is gone only when the watch is.

@@ -67,13 +67,64 @@ pub const DEFAULT_MODES: [RetrievalMode; 3] = [RetrievalMode::Dense, RetrievalMo
 /// The reranker kind added to the default comparison when its model folder is set.
 pub const CROSS_ENCODER: (&str, &str) = ("cross-encoder", "RR_CROSS_ENCODER_DIR");
 
-/// A problem with the pipelines, worded for the operator.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct PipelineError(pub String);
+/// What a backend, a store or a reranker said, whatever its type.
+type Cause = Box<dyn std::error::Error + Send + Sync>;
 
-fn err(message: impl Into<String>) -> PipelineError {
-    PipelineError(message.into())
+/// A problem with the pipelines or with a query run through one, worded for
+/// the operator: each names the file, pipeline, key or query it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error("pipelines file {}: not found", .0.display())]
+    NotFound(PathBuf),
+    /// The file does not parse, or a key has the wrong type (every problem
+    /// figment found, on one line).
+    #[error("pipelines file {}: {}", path.display(), one_line(source))]
+    Invalid { path: PathBuf, source: Box<figment::Error> },
+    #[error("pipelines file {}: no [[pipeline]] table", .0.display())]
+    NoPipelines(PathBuf),
+    #[error("pipeline[{index}]: the name {name:?} is used twice")]
+    DuplicateName { index: usize, name: String },
+    #[error("pipeline[{index}]: the name {name:?} is the baseline row's")]
+    BaselineName { index: usize, name: String },
+    /// A problem with the `index`th pipeline of a file.
+    #[error("pipeline[{index}] {name:?}: {source}")]
+    InPipeline { index: usize, name: String, source: Box<PipelineError> },
+    #[error("name: must be non-empty")]
+    EmptyName,
+    /// The embedded store folder a pipeline reads could not be opened.
+    #[error("store: {0}")]
+    OpenStore(#[source] rr_engine::local::LocalError),
+    /// A component (store, embedder, reranker stage) the registry would not
+    /// build; `at` is its key, or the default chain's name.
+    #[error("{at}: {source}")]
+    Component { at: String, source: rr_core::registry::RegistryError },
+    #[error("store: an embedded store needs a path")]
+    NoStorePath,
+    #[error("embedder: required when the store is not an embedded store folder")]
+    NoEmbedder,
+    /// Retrieval settings that do not go together (core's wording).
+    #[error("{0}")]
+    Retrieval(String),
+    #[error("candidates: must be at least 1")]
+    NoCandidates,
+    #[error("min_score: needs a reranker, whose scores it cuts")]
+    MinScoreWithoutReranker,
+    #[error("min_score: must be a number")]
+    MinScoreNotANumber,
+    /// The chunks of the baseline's store could not be read.
+    #[error("{}: {source}", super::bm25::NAME)]
+    Baseline { source: Cause },
+    /// A step (`embed`, `retrieve`, `rerank`) of a query failed.
+    #[error("pipeline {pipeline:?}, query on line {line}: {step}: {source}")]
+    Query { pipeline: String, line: usize, step: &'static str, source: Cause },
+    /// The default comparison's store folder could not be opened.
+    #[error(transparent)]
+    Local(#[from] rr_engine::local::LocalError),
+}
+
+/// Every problem figment found, on one line.
+fn one_line(e: &figment::Error) -> String {
+    e.clone().into_iter().map(|e| e.to_string()).collect::<Vec<_>>().join("; ")
 }
 
 /// One step-by-step search configuration.
@@ -142,15 +193,18 @@ impl Pipeline {
     /// first `limit` as the `search` tool does ([`select_spread`]).
     pub async fn run(&self, query: &EvalQuery, limit: usize) -> Result<(Vec<Candidate>, Timings), PipelineError> {
         let ctx = CallContext::default();
-        let failed = |step: &str, e: &dyn std::fmt::Display| {
-            err(format!("pipeline {:?}, query on line {}: {step}: {e}", self.name, query.line))
+        let failed = |step: &'static str, source: Cause| PipelineError::Query {
+            pipeline: self.name.clone(),
+            line: query.line,
+            step,
+            source,
         };
         let started = Instant::now();
         let mut timings = Timings::default();
         let embedding = match self.retriever.needs_embedding(self.store.as_ref()) {
             true => {
                 let input = [format!("{}{}", self.query_prefix, query.query)];
-                let mut vectors = self.embedder.embed(&input, &ctx).await.map_err(|e| failed("embed", &e))?;
+                let mut vectors = self.embedder.embed(&input, &ctx).await.map_err(|e| failed("embed", e.into()))?;
                 Some(vectors.swap_remove(0))
             }
             false => None,
@@ -169,7 +223,7 @@ impl Pipeline {
             .retriever
             .retrieve(self.store.as_ref(), &query.query, embedding, n_results, &query.filter, &ctx)
             .await
-            .map_err(|e| failed("retrieve", &e))?;
+            .map_err(|e| failed("retrieve", e.into()))?;
         // The code ranking reads the files the query names too (before the
         // rerank stages, which see them like the rest).
         let candidates = match self.code_rank {
@@ -177,7 +231,7 @@ impl Pipeline {
             Some(_) => {
                 rr_core::pipeline::with_named_files(self.store.as_ref(), &query.query, &query.filter, candidates, &ctx)
                     .await
-                    .map_err(|e| failed("retrieve", &e))?
+                    .map_err(|e| failed("retrieve", e.into()))?
             }
         };
         timings.retrieve = at.elapsed();
@@ -185,8 +239,9 @@ impl Pipeline {
         let results = match &self.reranker {
             None => candidates,
             Some(chain) => {
-                let (ranked, stages) =
-                    rerank_in_stages(chain, &query.query, candidates, &ctx).await.map_err(|e| failed("rerank", &e))?;
+                let (ranked, stages) = rerank_in_stages(chain, &query.query, candidates, &ctx)
+                    .await
+                    .map_err(|e| failed("rerank", e.into()))?;
                 timings.stages = stages;
                 ranked
             }
@@ -234,7 +289,7 @@ pub fn defaults(
     ctx: &FactoryContext,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<(Vec<Pipeline>, Vec<String>), PipelineError> {
-    let open = rr_engine::local::open(store_dir).map_err(|e| err(e.to_string()))?;
+    let open = rr_engine::local::open(store_dir)?;
     let rr_engine::local::OpenStore { embedder, store, settings } = &open;
     let mut chains: Vec<Vec<&str>> = DEFAULT_CHAINS.iter().map(|c| c.to_vec()).collect();
     if env(CROSS_ENCODER.1).is_some_and(|v| !v.is_empty()) {
@@ -281,7 +336,7 @@ pub fn defaults(
             .map(|kind| {
                 registry
                     .reranker(kind, &Value::Object(Default::default()), ctx)
-                    .map_err(|e| err(format!("{name}: {e}")))
+                    .map_err(|source| PipelineError::Component { at: name.clone(), source })
             })
             .collect::<Result<Vec<_>, _>>()?;
         pipelines.push(pipeline(name, mode, RerankChain::new(stages).ok()));
@@ -292,7 +347,7 @@ pub fn defaults(
 
 /// The [`bm25`](super::bm25) row over every chunk of `open`'s store.
 pub fn bm25_baseline(open: &rr_engine::local::OpenStore) -> Result<Pipeline, PipelineError> {
-    let chunks = open.store.chunks().map_err(|e| err(format!("{}: {e}", super::bm25::NAME)))?;
+    let chunks = open.store.chunks().map_err(|e| PipelineError::Baseline { source: Box::new(e) })?;
     Ok(Pipeline {
         name: super::bm25::NAME.into(),
         // Never called: the lexical mode of a lexical store embeds nothing.
@@ -377,14 +432,13 @@ pub struct PipelinesFile {
 /// Reads a pipelines file.
 pub fn read(path: &Path) -> Result<PipelinesFile, PipelineError> {
     if !path.is_file() {
-        return Err(err(format!("pipelines file {}: not found", path.display())));
+        return Err(PipelineError::NotFound(path.to_owned()));
     }
-    let file: PipelinesFile = Figment::from(Toml::file(path)).extract().map_err(|e| {
-        let all: Vec<String> = e.into_iter().map(|e| e.to_string()).collect();
-        err(format!("pipelines file {}: {}", path.display(), all.join("; ")))
-    })?;
+    let file: PipelinesFile = Figment::from(Toml::file(path))
+        .extract()
+        .map_err(|e| PipelineError::Invalid { path: path.to_owned(), source: Box::new(e) })?;
     if file.pipeline.is_empty() {
-        return Err(err(format!("pipelines file {}: no [[pipeline]] table", path.display())));
+        return Err(PipelineError::NoPipelines(path.to_owned()));
     }
     Ok(file)
 }
@@ -402,13 +456,16 @@ pub fn build(
     let mut pipelines = Vec::with_capacity(file.pipeline.len());
     for (i, spec) in file.pipeline.iter().enumerate() {
         if !names.insert(spec.name.as_str()) {
-            return Err(err(format!("pipeline[{i}]: the name {:?} is used twice", spec.name)));
+            return Err(PipelineError::DuplicateName { index: i, name: spec.name.clone() });
         }
         if spec.name == super::bm25::NAME {
-            return Err(err(format!("pipeline[{i}]: the name {:?} is the baseline row's", spec.name)));
+            return Err(PipelineError::BaselineName { index: i, name: spec.name.clone() });
         }
-        let (pipeline, own) =
-            build_one(spec, registry, ctx).map_err(|e| err(format!("pipeline[{i}] {:?}: {e}", spec.name)))?;
+        let (pipeline, own) = build_one(spec, registry, ctx).map_err(|e| PipelineError::InPipeline {
+            index: i,
+            name: spec.name.clone(),
+            source: Box::new(e),
+        })?;
         if baseline.is_none()
             && let Some(own) = own
         {
@@ -426,9 +483,13 @@ fn build_one(
     ctx: &FactoryContext,
 ) -> Result<(Pipeline, Option<rr_engine::local::OpenStore>), PipelineError> {
     if spec.name.trim().is_empty() {
-        return Err(err("name: must be non-empty"));
+        return Err(PipelineError::EmptyName);
     }
     let component = |c: &Component| Value::Object(c.settings.clone());
+    let at = |key: &str| {
+        let at = key.to_owned();
+        move |source| PipelineError::Component { at, source }
+    };
     // A store folder (or an `embedded` table naming one) knows its embedder and prefix.
     let folder = match &spec.store {
         StoreSpec::Folder(dir) => Some(dir.clone()),
@@ -438,15 +499,15 @@ fn build_one(
         StoreSpec::Component(_) => None,
     };
     let own = match &folder {
-        Some(dir) => Some(rr_engine::local::open(dir).map_err(|e| err(format!("store: {e}")))?),
+        Some(dir) => Some(rr_engine::local::open(dir).map_err(PipelineError::OpenStore)?),
         None => None,
     };
     let store: Arc<dyn VectorStore> = match (&spec.store, &own) {
         (StoreSpec::Folder(_), Some(own)) => own.store.clone(),
         (StoreSpec::Component(c), _) if c.kind != "embedded" || own.is_some() => {
-            registry.store(&c.kind, &component(c), ctx).map_err(|e| err(format!("store: {e}")))?
+            registry.store(&c.kind, &component(c), ctx).map_err(at("store"))?
         }
-        _ => return Err(err("store: an embedded store needs a path")),
+        _ => return Err(PipelineError::NoStorePath),
     };
     let choice = rr_engine::local::RetrievalChoice {
         mode: spec.retrieval,
@@ -457,12 +518,13 @@ fn build_one(
         rerank: spec.hybrid_rerank,
     };
     let embedder = match (&spec.embedder, &own) {
-        (Some(c), _) => registry.embedder(&c.kind, &component(c), ctx).map_err(|e| err(format!("embedder: {e}")))?,
+        (Some(c), _) => registry.embedder(&c.kind, &component(c), ctx).map_err(at("embedder"))?,
         (None, Some(own)) => own.embedder.clone(),
-        (None, None) => return Err(err("embedder: required when the store is not an embedded store folder")),
+        (None, None) => return Err(PipelineError::NoEmbedder),
     };
-    let (mode, hybrid) =
-        choice.resolve(store.as_ref(), embedder.as_ref(), |key| format!("hybrid_{key}")).map_err(err)?;
+    let (mode, hybrid) = choice
+        .resolve(store.as_ref(), embedder.as_ref(), |key| format!("hybrid_{key}"))
+        .map_err(PipelineError::Retrieval)?;
     let query_prefix = match (&spec.query_prefix, &own) {
         (Some(p), _) => p.clone(),
         (None, Some(own)) => own.settings.query_prefix.clone(),
@@ -476,17 +538,17 @@ fn build_one(
     let stages = chain
         .iter()
         .enumerate()
-        .map(|(n, c)| registry.reranker(&c.kind, &component(c), ctx).map_err(|e| err(format!("reranker[{n}]: {e}"))))
+        .map(|(n, c)| registry.reranker(&c.kind, &component(c), ctx).map_err(at(&format!("reranker[{n}]"))))
         .collect::<Result<Vec<_>, _>>()?;
     let candidates = spec.candidates.unwrap_or(DEFAULT_CANDIDATES);
     if candidates == 0 {
-        return Err(err("candidates: must be at least 1"));
+        return Err(PipelineError::NoCandidates);
     }
     if spec.min_score.is_some() && stages.is_empty() {
-        return Err(err("min_score: needs a reranker, whose scores it cuts"));
+        return Err(PipelineError::MinScoreWithoutReranker);
     }
     if spec.min_score.is_some_and(f64::is_nan) {
-        return Err(err("min_score: must be a number"));
+        return Err(PipelineError::MinScoreNotANumber);
     }
     let reranker = RerankChain::new(stages).ok().map(|c| c.with_min_score(spec.min_score));
     let retriever = Retriever::new(mode, hybrid);

@@ -29,7 +29,6 @@ pub mod auth;
 mod direct;
 pub mod frame;
 pub mod http;
-pub mod quote;
 pub mod ratelimit;
 pub mod search;
 pub mod server;
@@ -37,6 +36,6 @@ pub mod stdio;
 pub mod telemetry;
 mod timer;
 
-pub use quote::{SHOWN_CHARS, shown};
+pub use rr_core::{SHOWN_CHARS, shown};
 pub use search::{ErrorText, ToolLog, ToolOutcome};
 pub use server::{McpServer, Navigation};

@@ -11,7 +11,7 @@ use rr_core::{ArgLimits, CallContext, SearchArgs, SearchEngine, SearchOutcome};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::quote::shown;
+use rr_core::shown;
 
 pub const TOOL_NAME: &str = "search";
 pub const TITLE: &str = "Search Repository Content";

@@ -23,7 +23,6 @@ use tokio::process::Command;
 
 use super::catalog::NewRepository;
 use super::schema::Args;
-use super::source::IndexTarget;
 use super::{NavService, ToolResult, pretty};
 
 /// Indexing keeps at most this many files…
@@ -378,8 +377,8 @@ pub async fn call(nav: Arc<NavService>, args: Args) -> ToolResult {
     // of the same URL writes them, so their source links follow the host. A
     // Chroma record holds the reference's fields only, so there the host stays
     // in the organization, where every reader of the collection finds it.
-    let source_host =
-        (!url.is_github() && !matches!(nav.source().index_target(), IndexTarget::Chroma(_))).then(|| url.host.clone());
+    let records_source_host = nav.source().indexer().is_some_and(|i| i.records_source_host());
+    let source_host = (!url.is_github() && records_source_host).then(|| url.host.clone());
     let owner_path = if source_host.is_some() { &url.path } else { &name };
     let (organization, repository) = match owner_path.rsplit_once('/') {
         Some((o, r)) => (o.to_owned(), r.to_owned()),
@@ -461,44 +460,30 @@ impl Job {
         nav.catalogue().set_progress(self.id, 0, kept as i64).map_err(|e| e.to_string())?;
         let progress_nav = nav.clone();
         let id = self.id;
-        let (store, chroma) = match nav.source().index_target() {
-            IndexTarget::Embedded(dir) => (dir, None),
-            // The request's store folder is unused with a Chroma target.
-            IndexTarget::Chroma(target) => (std::path::PathBuf::new(), Some(target)),
-            IndexTarget::Unavailable => return Err(super::ADD_UNAVAILABLE.into()),
+        let Some(indexer) = nav.source().indexer() else { return Err(super::ADD_UNAVAILABLE.into()) };
+        let identity = rr_indexer::Identity {
+            organization: self.organization.clone(),
+            repository: self.repository.clone(),
+            branch: self.index_branch.clone(),
+            commit_sha: sha.clone().unwrap_or_default(),
+            source_host: self.source_host.clone(),
         };
-        let request = rr_engine::local::IndexRequest {
-            root: dir.clone(),
-            store,
-            identity: rr_indexer::Identity {
-                organization: self.organization.clone(),
-                repository: self.repository.clone(),
-                branch: self.index_branch.clone(),
-                commit_sha: sha.clone().unwrap_or_default(),
-                source_host: self.source_host.clone(),
-            },
-            options: rr_indexer::IndexOptions::default(),
-            batch_size: 100,
-            dry_run: false,
-            output_manifest: None,
-            chroma,
-            chunking: None,
-            progress: Some(Arc::new(move |p: rr_indexer::sync::SyncProgress| {
-                if p.total > 0 {
-                    let done = (p.done * kept).checked_div(p.total).unwrap_or(0);
-                    let _ = progress_nav.catalogue().set_progress(id, done as i64, kept as i64);
-                }
-            })),
-        };
-        let summary = rr_engine::local::index(request).await.map_err(|e| e.to_string())?;
+        let progress = Arc::new(move |p: rr_indexer::sync::SyncProgress| {
+            if p.total > 0 {
+                let done = (p.done * kept).checked_div(p.total).unwrap_or(0);
+                let _ = progress_nav.catalogue().set_progress(id, done as i64, kept as i64);
+            }
+        });
+        let namespace_id = indexer.index(dir.clone(), identity, progress).await?;
         let nav2 = nav.clone();
         tokio::task::spawn_blocking(move || {
-            // A Chroma source takes a new snapshot here, with the records just written.
+            // A source read in snapshots takes a new one here, with the records just written.
             nav2.source().namespaces()?;
-            nav2.rebuild(id, &summary.namespace_id, note.as_deref())
+            nav2.rebuild(id, &namespace_id, note.as_deref())
         })
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())??;
+        Ok(())
     }
 }
 

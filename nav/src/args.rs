@@ -1,10 +1,10 @@
-//! The argument types of the navigation tools, from which the advertised input schemas are
-//! derived (schemars, through rmcp). Types, nullability and which arguments are required come
+//! The argument types of the navigation tools, from which the MCP layer derives the advertised
+//! input schemas (schemars). Types, nullability and which arguments are required come
 //! from the Rust types; the descriptions are the tool table's (the one text the validation
 //! messages also use); the bounds are written here and held equal to the table's by the test
 //! below. The table still validates calls: its messages are the contract's.
 
-use rmcp::schemars::{self, JsonSchema};
+use schemars::JsonSchema;
 use serde_json::{Value, json};
 
 use crate::limits::{
@@ -126,37 +126,4 @@ pub struct AddRepository {
     pub branch: Option<String>,
     #[schemars(description = desc("add_repository", "description"), length(min = 0, max = MAX_DESCRIPTION_CHARS))]
     pub description: Option<String>,
-}
-
-/// The advertised input schema of navigation tool `name`, derived from its argument type.
-pub fn input_schema(name: &str) -> serde_json::Map<String, Value> {
-    use rr_mcp::search::input_schema as derived;
-    let schema = match name {
-        "list_repositories" => derived::<ListRepositories>(),
-        "search_code" => derived::<SearchCode>(),
-        "get_file" => derived::<GetFile>(),
-        "list_definitions" => derived::<ListDefinitions>(),
-        "analyze_repository" => derived::<AnalyzeRepository>(),
-        "find_patterns" => derived::<FindPatterns>(),
-        "add_repository" => derived::<AddRepository>(),
-        _ => return serde_json::Map::new(),
-    };
-    let mut schema = schema.as_ref().clone();
-    // Every tool lists its required arguments, none included.
-    schema.entry("required").or_insert_with(|| json!([]));
-    schema.entry("properties").or_insert_with(|| json!({}));
-    schema
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The derived schemas are the table's, as parsed JSON: nothing a client sees changed.
-    #[test]
-    fn derived_schemas_equal_the_tables() {
-        for def in &TOOLS {
-            assert_eq!(Value::Object(input_schema(def.name)), def.input_schema(), "{}", def.name);
-        }
-    }
 }

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::service::{ADD_UNAVAILABLE, NavService, TOOLS, ToolResult};
-use crate::source::IndexTarget;
 use crate::{add_repository, analyze, find_patterns, get_file, list_definitions, repos, search_code};
 
 impl NavService {
@@ -20,7 +19,7 @@ impl NavService {
             Err(e) => return Some(Err(e)),
         };
         if name == "add_repository" {
-            if matches!(self.source().index_target(), IndexTarget::Unavailable) {
+            if self.source().indexer().is_none() {
                 return Some(Err(ADD_UNAVAILABLE.into()));
             }
             return Some(add_repository::call(self.clone(), args).await);

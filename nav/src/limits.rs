@@ -41,7 +41,7 @@ pub const MAX_DESCRIPTION_CHARS: usize = 2000;
 pub const ENV_MAX_QUERY_BYTES: &str = "REPO_RETRIEVER_MAX_QUERY_BYTES";
 
 /// How an error message quotes an argument (cut after [`SHOWN_CHARS`]).
-pub use rr_mcp::{SHOWN_CHARS, shown};
+pub use rr_core::{SHOWN_CHARS, shown};
 
 /// The `search` caps, with the query cap from `REPO_RETRIEVER_MAX_QUERY_BYTES`
 /// when it is set (a positive integer, in bytes).

@@ -7,18 +7,17 @@ use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use rr_embedded::EmbeddedStore;
 use serde::Serialize;
 
 use crate::catalog::{Catalogue, NewRepository, Repository};
-use crate::chroma::ChromaSource;
 use crate::entities;
+use crate::error::NavError;
 use crate::files::{self, FileText};
 use crate::limits::{
     MAX_DESCRIPTION_CHARS, MAX_GLOB_CHARS, MAX_NAME_CHARS, MAX_PATH_CHARS, MAX_REPOSITORY_CHARS, MAX_URL_CHARS,
 };
 use crate::schema::{Kind, Param, ToolDef};
-use crate::source::{EmbeddedSource, NavSource};
+use crate::source::NavSource;
 
 /// The resource scheme.
 pub const SCHEME: &str = "repo-retriever";
@@ -87,32 +86,19 @@ pub const ADD_UNAVAILABLE: &str =
     "add_repository is not available on this server: it has no embedding endpoint to index the collection with.";
 
 impl NavService {
-    /// Opens the catalogue beside the embedded store, already opened from
-    /// `dir` (the search engine's, when a server has both), and brings it up
-    /// to date.
-    pub fn open(dir: &Path, store: Arc<EmbeddedStore>, config: NavConfig) -> Result<Arc<Self>, String> {
-        let catalogue = Catalogue::open(dir)
-            .map_err(|e| format!("cannot open the repository catalogue in {}: {e}", dir.display()))?;
-        Self::open_source(Arc::new(EmbeddedSource::new(dir, store)), catalogue, config)
+    /// A service over `source` with its catalogue in `dir` (repository ids
+    /// hold across runs).
+    pub fn open(source: Arc<dyn NavSource>, dir: &Path, config: NavConfig) -> Result<Arc<Self>, NavError> {
+        let catalogue =
+            Catalogue::open(dir).map_err(|source| NavError::OpenCatalogue { path: dir.to_owned(), source })?;
+        Self::open_source(source, catalogue, config)
     }
 
-    /// Opens the embedded store in `dir` (the search engine's, when it serves
-    /// the same folder: see [`rr_embedded::registry::shared`]) and the
-    /// catalogue beside it.
-    pub fn open_dir(dir: &Path, config: NavConfig) -> Result<Arc<Self>, String> {
-        let store = rr_embedded::registry::shared(dir)
-            .map_err(|e| format!("cannot open the store at {}: {e}", dir.display()))?;
-        Self::open(dir, store, config)
-    }
-
-    /// Reads a Chroma collection, with the catalogue in memory (repository
-    /// ids hold while the server runs). The first read runs on the
-    /// blocking pool.
-    pub async fn open_chroma(source: ChromaSource, config: NavConfig) -> Result<Arc<Self>, String> {
-        let catalogue = Catalogue::in_memory().map_err(|e| format!("cannot create the repository catalogue: {e}"))?;
-        tokio::task::spawn_blocking(move || Self::open_source(Arc::new(source), catalogue, config))
-            .await
-            .map_err(|e| format!("internal error: {e}"))?
+    /// A service over `source` with the catalogue in memory (repository ids
+    /// hold while the server runs). The first read runs on the blocking pool.
+    pub async fn open_in_memory(source: Arc<dyn NavSource>, config: NavConfig) -> Result<Arc<Self>, NavError> {
+        let catalogue = Catalogue::in_memory().map_err(NavError::CreateCatalogue)?;
+        tokio::task::spawn_blocking(move || Self::open_source(source, catalogue, config)).await?
     }
 
     /// A service over `source` with `catalogue`, brought up to date.
@@ -120,7 +106,7 @@ impl NavService {
         source: Arc<dyn NavSource>,
         catalogue: Catalogue,
         config: NavConfig,
-    ) -> Result<Arc<Self>, String> {
+    ) -> Result<Arc<Self>, NavError> {
         let service = Arc::new(NavService {
             source,
             catalogue: Mutex::new(catalogue),
@@ -128,7 +114,7 @@ impl NavService {
             files: Mutex::new(HashMap::new()),
             refresh_lock: Mutex::new(()),
         });
-        service.refresh().map_err(|e| format!("cannot read the store's repositories: {e}"))?;
+        service.refresh().map_err(|e| NavError::FirstRefresh(Box::new(e)))?;
         Ok(service)
     }
 
@@ -140,14 +126,9 @@ impl NavService {
         self.source.as_ref()
     }
 
-    /// The embedded store's folder; `None` over a Chroma collection.
+    /// The source's folder, when it has one (the embedded store's).
     pub fn dir(&self) -> Option<&Path> {
         self.source.store_dir()
-    }
-
-    /// The embedded store read; `None` over a Chroma collection.
-    pub fn embedded_store(&self) -> Option<&Arc<EmbeddedStore>> {
-        self.source.embedded()
     }
 
     /// The catalogue, locked.
@@ -156,17 +137,17 @@ impl NavService {
     }
 
     /// Refreshes before a call when the source changes underneath.
-    pub(crate) fn sync_source(&self) -> Result<(), String> {
+    pub(crate) fn sync_source(&self) -> Result<(), NavError> {
         if self.source.changes_underneath() { self.refresh() } else { Ok(()) }
     }
 
     /// Registers namespaces the catalogue has not seen, rebuilds the
     /// definitions of those whose files changed, and drops repositories
     /// whose namespace left the store (unless `add_repository` is on them).
-    pub fn refresh(&self) -> Result<(), String> {
+    pub fn refresh(&self) -> Result<(), NavError> {
         let _guard = self.refresh_lock.lock().unwrap_or_else(PoisonError::into_inner);
         let namespaces = self.source.namespaces()?;
-        let known = self.catalogue().repositories().map_err(|e| e.to_string())?;
+        let known = self.catalogue().repositories()?;
         for ns in &namespaces {
             let existing = known.iter().find(|r| r.namespace_id == ns.namespace_id);
             // A namespace met for the first time is named from its records,
@@ -182,27 +163,25 @@ impl NavService {
                     let metadata = self.source.metadata(&ns.namespace_id)?;
                     let (name, url) = listed(&ns.organization, &ns.repository, metadata.first());
                     read = Some(metadata);
-                    self.catalogue()
-                        .insert(&NewRepository {
-                            namespace_id: ns.namespace_id.clone(),
-                            organization: ns.organization.clone(),
-                            repository: ns.repository.clone(),
-                            index_branch: ns.branch.clone(),
-                            name,
-                            url,
-                            branch: Some(ns.branch.clone()),
-                            description: None,
-                            status: "processing".into(),
-                            managed: false,
-                        })
-                        .map_err(|e| e.to_string())?
+                    self.catalogue().insert(&NewRepository {
+                        namespace_id: ns.namespace_id.clone(),
+                        organization: ns.organization.clone(),
+                        repository: ns.repository.clone(),
+                        index_branch: ns.branch.clone(),
+                        name,
+                        url,
+                        branch: Some(ns.branch.clone()),
+                        description: None,
+                        status: "processing".into(),
+                        managed: false,
+                    })?
                 }
             };
             self.rebuild_from(id, &ns.namespace_id, None, read)?;
         }
         for r in known {
             if !r.managed && !namespaces.iter().any(|n| n.namespace_id == r.namespace_id) {
-                self.catalogue().delete(r.id).map_err(|e| e.to_string())?;
+                self.catalogue().delete(r.id)?;
             }
         }
         Ok(())
@@ -210,7 +189,7 @@ impl NavService {
 
     /// Rebuilds one repository's definitions from the store when its
     /// fingerprint changed, and marks it completed.
-    pub fn rebuild(&self, id: i64, namespace_id: &str, note: Option<&str>) -> Result<(), String> {
+    pub fn rebuild(&self, id: i64, namespace_id: &str, note: Option<&str>) -> Result<(), NavError> {
         self.rebuild_from(id, namespace_id, note, None)
     }
 
@@ -222,9 +201,9 @@ impl NavService {
         namespace_id: &str,
         note: Option<&str>,
         metadata: Option<Vec<rr_core::Metadata>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), NavError> {
         let fingerprint = self.source.fingerprint(namespace_id)?;
-        let current = self.catalogue().repository(id).map_err(|e| e.to_string())?;
+        let current = self.catalogue().repository(id)?;
         if current.as_ref().is_some_and(|r| r.status == "completed" && r.fingerprint == fingerprint) && note.is_none() {
             return Ok(());
         }
@@ -238,24 +217,22 @@ impl NavService {
         let commit = metadata.iter().map(|m| m.indexed_commit_sha.as_str()).find(|s| !s.is_empty());
         let language = files::primary_language(&files);
         let framework = files::framework(&files);
-        self.catalogue()
-            .complete(
-                id,
-                &entities,
-                files.len() as i64,
-                commit,
-                language.as_deref(),
-                framework.as_deref(),
-                &fingerprint,
-                note,
-            )
-            .map_err(|e| e.to_string())?;
+        self.catalogue().complete(
+            id,
+            &entities,
+            files.len() as i64,
+            commit,
+            language.as_deref(),
+            framework.as_deref(),
+            &fingerprint,
+            note,
+        )?;
         self.files.lock().unwrap_or_else(PoisonError::into_inner).insert(id, (fingerprint, Arc::new(files)));
         Ok(())
     }
 
     /// The stored files of a completed repository (cached per fingerprint).
-    pub(crate) fn files_of(&self, repo: &Repository) -> Result<Arc<Vec<FileText>>, String> {
+    pub(crate) fn files_of(&self, repo: &Repository) -> Result<Arc<Vec<FileText>>, NavError> {
         if let Some((fp, files)) = self.files.lock().unwrap_or_else(PoisonError::into_inner).get(&repo.id)
             && *fp == repo.fingerprint
         {

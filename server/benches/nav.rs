@@ -103,7 +103,7 @@ fn main() {
         .unwrap();
         let indexed = started.elapsed();
         let started = Instant::now();
-        let nav = NavService::open_dir(store.path(), NavConfig::default()).unwrap();
+        let nav = repo_retriever::nav_embedded::open_dir(store.path(), NavConfig::default()).unwrap();
         let catalogued = started.elapsed();
         let analysis: Value = serde_json::from_str(
             &nav.call("analyze_repository", Some(&json!({"repository": "1"}))).await.unwrap().unwrap(),

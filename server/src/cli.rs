@@ -691,9 +691,9 @@ pub async fn run(cli: Cli) -> Result<bool, String> {
                     (Some(nav), _) => nav,
                     (None, Some(chroma)) => {
                         let source = chroma_source(chroma)?;
-                        crate::nav::NavService::open_chroma(source, config).await?
+                        rr_engine::nav_chroma::open(source, config).await?
                     }
-                    (None, None) => crate::nav::NavService::open_dir(&args.store.dir(), config)?,
+                    (None, None) => rr_engine::nav_embedded::open_dir(&args.store.dir(), config)?,
                 };
                 server = server.navigation(std::sync::Arc::new(crate::mcp_nav::NavTools(nav)));
                 options.rate_limit = Some(args.rate_limit);
@@ -832,6 +832,8 @@ fn watch_request(dir: &std::path::Path, store: &std::path::Path) -> Result<crate
 pub struct LocalServices {
     pub engine: rr_core::SearchEngine,
     pub nav: Option<std::sync::Arc<crate::nav::NavService>>,
+    /// What the navigation service reads: the same open store as `engine`.
+    pub nav_source: Option<std::sync::Arc<rr_engine::nav_embedded::EmbeddedSource>>,
     /// The store's figures for `/metrics` and `/readyz`.
     pub status: std::sync::Arc<dyn rr_mcp::telemetry::StoreStatus>,
     /// The store they share, for a watch to write into.
@@ -875,8 +877,14 @@ pub fn local_services(
         Ok(rr_mcp::telemetry::StoreStats { chunks: store.len() as u64, files, repositories: namespaces.len() as u64 })
     }));
     let facets = crate::local::StoreFacets::new(&open);
-    let nav = nav.map(|config| crate::nav::NavService::open(dir, open.store.clone(), config)).transpose()?;
-    Ok(LocalServices { engine, nav, status, open, facets })
+    let nav_source = nav
+        .is_some()
+        .then(|| std::sync::Arc::new(rr_engine::nav_embedded::EmbeddedSource::new(dir, open.store.clone())));
+    let nav = match (nav, &nav_source) {
+        (Some(config), Some(source)) => Some(crate::nav::NavService::open(source.clone(), dir, config)?),
+        _ => None,
+    };
+    Ok(LocalServices { engine, nav, nav_source, status, open, facets })
 }
 
 /// The drop-in configuration `serve --chroma-url …` describes, or `None`
@@ -907,7 +915,7 @@ pub fn serve_config(chroma: &ChromaArgs, with_store: bool) -> Result<Option<crat
 /// The navigation tools' source over the collection `config` names, with
 /// its own HTTP client (same attempts, timeout and redacted secrets as
 /// search); `add_repository` indexes into the same collection.
-fn chroma_source(config: &crate::config::Config) -> Result<crate::nav::chroma::ChromaSource, String> {
+fn chroma_source(config: &crate::config::Config) -> Result<rr_engine::nav_chroma::ChromaSource, String> {
     let http = crate::app::http_client(config).map_err(|e| e.to_string())?;
     let non_empty = |s: &str| Some(s.to_owned()).filter(|s| !s.is_empty());
     let target = crate::local::ChromaTarget {
@@ -920,7 +928,8 @@ fn chroma_source(config: &crate::config::Config) -> Result<crate::nav::chroma::C
         embedding_model: config.embedding_model.clone(),
         embedding_api_key: non_empty(&config.embedding_api_key),
     };
-    crate::nav::chroma::ChromaSource::new(crate::app::chroma_store(config, http), Some(target))
+    rr_engine::nav_chroma::ChromaSource::new(crate::app::chroma_store(config, http), Some(target))
+        .map_err(|e| e.to_string())
 }
 
 /// A progress bar on stderr when it is a terminal; nothing otherwise, so

@@ -5,6 +5,7 @@
 use std::process::ExitCode;
 
 use repo_retriever::config::{self, Invocation};
+use repo_retriever::logging::Logging;
 use repo_retriever::{app, cli, limits};
 use rr_mcp::{McpServer, http, stdio};
 
@@ -34,14 +35,8 @@ fn main() -> ExitCode {
             return ExitCode::from(e.exit_code() as u8);
         }
     };
+    Logging { debug: config.debug, watch: false }.init();
     if config.debug {
-        // stdout carries the protocol (stdio) or the request log (HTTP):
-        // diagnostics only ever go to stderr.
-        tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .with_env_filter(tracing_subscriber::EnvFilter::new("debug"))
-            .init();
         tracing::debug!("Debug mode enabled.");
     }
     // One stdio session reads one pipe: a single-threaded runtime serves it
@@ -95,16 +90,10 @@ fn run_subcommand() -> ExitCode {
     use clap::Parser as _;
     let parsed = cli::Cli::parse();
     let stdio = matches!(&parsed.command, cli::Command::Serve(serve) if serve.http.is_none());
-    if matches!(&parsed.command, cli::Command::Serve(serve) if serve.watch.is_some()) {
-        // What the watch did, and why an update failed, is the operator's
-        // only view of it: one line per update on stderr (stdout may carry
-        // the protocol).
-        tracing_subscriber::fmt()
-            .with_writer(std::io::stderr)
-            .with_ansi(false)
-            .with_env_filter(tracing_subscriber::EnvFilter::new("rr_engine::watch=info"))
-            .init();
-    }
+    // What the watch did, and why an update failed, is the operator's only
+    // view of it: one line per update on stderr.
+    let watch = matches!(&parsed.command, cli::Command::Serve(serve) if serve.watch.is_some());
+    Logging { debug: false, watch }.init();
     let runtime = if stdio { current_thread_runtime() } else { runtime() };
     let Some(runtime) = runtime else { return ExitCode::FAILURE };
     match runtime.block_on(cli::run(parsed)) {

@@ -18,7 +18,7 @@ pub fn tool_definitions() -> Vec<Tool> {
     nav::TOOLS
         .iter()
         .map(|def| {
-            let schema = nav::args::input_schema(def.name);
+            let schema = input_schema(def.name);
             let mut tool = Tool::new(def.name, def.description, Arc::new(schema));
             tool.title = Some(def.title.into());
             let mut annotations = ToolAnnotations::default();
@@ -56,5 +56,42 @@ impl rr_mcp::Navigation for NavTools {
         tokio::task::spawn_blocking(move || nav::repos::read_resource(&nav, &uri))
             .await
             .unwrap_or_else(|e| Err(e.to_string()))
+    }
+}
+
+/// The advertised input schema of navigation tool `name`, derived from its
+/// argument type ([`nav::args`]) as the `search` tool's is.
+pub fn input_schema(name: &str) -> serde_json::Map<String, Value> {
+    use nav::args::{
+        AddRepository, AnalyzeRepository, FindPatterns, GetFile, ListDefinitions, ListRepositories, SearchCode,
+    };
+    use rr_mcp::search::input_schema as derived;
+    let schema = match name {
+        "list_repositories" => derived::<ListRepositories>(),
+        "search_code" => derived::<SearchCode>(),
+        "get_file" => derived::<GetFile>(),
+        "list_definitions" => derived::<ListDefinitions>(),
+        "analyze_repository" => derived::<AnalyzeRepository>(),
+        "find_patterns" => derived::<FindPatterns>(),
+        "add_repository" => derived::<AddRepository>(),
+        _ => return serde_json::Map::new(),
+    };
+    let mut schema = schema.as_ref().clone();
+    // Every tool lists its required arguments, none included.
+    schema.entry("required").or_insert_with(|| serde_json::json!([]));
+    schema.entry("properties").or_insert_with(|| serde_json::json!({}));
+    schema
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The derived schemas are the table's, as parsed JSON: nothing a client sees changed.
+    #[test]
+    fn derived_schemas_equal_the_tables() {
+        for def in &nav::TOOLS {
+            assert_eq!(Value::Object(input_schema(def.name)), def.input_schema(), "{}", def.name);
+        }
     }
 }

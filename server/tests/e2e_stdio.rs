@@ -867,6 +867,60 @@ async fn issue2_eof_after_calls_exits_cleanly_with_only_frames_on_stdout() {
     assert_eq!(s.stderr(), "");
 }
 
+/// Without `--debug` and `RUST_LOG`, a client's whole session (initialize, tools/list, a search
+/// that finds something) leaves stderr empty: the libraries underneath speak only at WARN.
+#[tokio::test]
+async fn default_session_writes_nothing_to_stderr() {
+    let mut s = fixture_session().await;
+    let tools = s.list_tools().await;
+    assert_eq!(tools["tools"][0]["name"], "search", "{tools}");
+    let result = s.call_tool("search", json!({"query": "configuration"})).await;
+    assert!(!is_error(&result), "{result}");
+    assert!(!shown_results(tool_text(&result)).is_empty(), "{result}");
+    assert!(s.close().await.success());
+    assert_eq!(s.stderr(), "");
+}
+
+/// `--debug` writes one line per backend request, and none of the dependencies' chatter: not
+/// rmcp's session and message lines (a message line carries the whole tool result), not hyper's
+/// or h2's connection lines.
+#[tokio::test]
+async fn debug_lists_backend_requests_without_dependency_chatter() {
+    let mut s = Server::fixture().arg("--debug").stdio().await;
+    let result = s.call_tool("search", json!({"query": "configuration"})).await;
+    assert!(!is_error(&result), "{result}");
+    assert!(s.close().await.success());
+    let stderr = s.stderr();
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines[0].ends_with(" DEBUG repo_retriever: Debug mode enabled."), "{stderr}");
+    let requests: Vec<&str> = lines.iter().copied().filter(|l| l.contains(" backend request ")).collect();
+    for operation in ["embedding request", "Chroma collection lookup", "Chroma query"] {
+        assert!(
+            requests.iter().any(|l| l.contains(&format!("operation=\"{operation}\""))),
+            "no {operation:?} line in\n{stderr}"
+        );
+    }
+    for line in &lines {
+        let target = line.split_whitespace().nth(2).unwrap_or_default();
+        assert!(target.starts_with("rr_") || target.starts_with("repo_retriever"), "a dependency's line: {line}");
+    }
+    let text = tool_text(&result);
+    let excerpt = text.lines().find(|l| l.len() > 20 && !l.starts_with('#')).expect("an excerpt line");
+    assert!(!stderr.contains(excerpt), "the tool result on stderr:\n{stderr}");
+}
+
+/// `RUST_LOG` has the last word over both modes: here rmcp's session lines, which neither the
+/// default nor `--debug` shows.
+#[tokio::test]
+async fn rust_log_chooses_what_is_logged() {
+    let mut s = Server::fixture().env("RUST_LOG", "rmcp=info").stdio().await;
+    s.list_tools().await;
+    assert!(s.close().await.success());
+    let stderr = s.stderr();
+    assert!(stderr.contains("rmcp::service: Service initialized as server"), "{stderr}");
+    assert!(!stderr.contains("backend request"), "{stderr}");
+}
+
 /// The collection id may be cached, but a collection that was deleted and created again (a new
 /// id) must still be found, as the reference finds it by looking it up on every call.
 #[tokio::test]

@@ -23,7 +23,7 @@ fn nav(allow: bool) -> (tempfile::TempDir, Arc<NavService>) {
     let dir = tempfile::tempdir().unwrap();
     let config =
         NavConfig { allow_loopback_git: allow, preflight_timeout: Duration::from_secs(10), ..NavConfig::default() };
-    let nav = NavService::open_dir(dir.path(), config).unwrap();
+    let nav = repo_retriever::nav_embedded::open_dir(dir.path(), config).unwrap();
     (dir, nav)
 }
 

@@ -12,8 +12,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use repo_retriever::local::ChromaTarget;
-use repo_retriever::nav::chroma::ChromaSource;
 use repo_retriever::nav::{NavConfig, NavService};
+use repo_retriever::nav_chroma::ChromaSource;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_http::{HttpClient, HttpSettings};
 use serde_json::{Value, json};
@@ -57,7 +57,7 @@ async fn chroma_nav_with(chroma_url: &str, collection: &str, config: NavConfig, 
         },
         HttpClient::new(HttpSettings::new("nav-chroma-tests")).unwrap(),
     );
-    NavService::open_chroma(ChromaSource::new(store, target).unwrap(), config).await.unwrap()
+    repo_retriever::nav_chroma::open(ChromaSource::new(store, target).unwrap(), config).await.unwrap()
 }
 
 /// The fixture in an embedded store, with the reference's chunking: the
@@ -66,7 +66,7 @@ async fn embedded_nav() -> (tempfile::TempDir, Arc<NavService>) {
     let dir = tempfile::tempdir().unwrap();
     let reference = Some(rr_indexer::ChunkingScheme::Reference);
     index_chunked(&corpus(), dir.path(), "acme", "widgets", "main", reference).await;
-    let nav = NavService::open_dir(dir.path(), off()).unwrap();
+    let nav = repo_retriever::nav_embedded::open_dir(dir.path(), off()).unwrap();
     (dir, nav)
 }
 

@@ -17,7 +17,7 @@ use support::nav::{ALL_TOOLS, COMMIT, corpus, err, index, off, ok};
 async fn fixture(config: NavConfig) -> (tempfile::TempDir, Arc<NavService>) {
     let dir = tempfile::tempdir().unwrap();
     index(&corpus(), dir.path(), "acme", "widgets", "main").await;
-    let nav = NavService::open_dir(dir.path(), config).unwrap();
+    let nav = repo_retriever::nav_embedded::open_dir(dir.path(), config).unwrap();
     (dir, nav)
 }
 
@@ -93,7 +93,7 @@ async fn issue5_list_repositories_and_resolution() {
 #[tokio::test]
 async fn issue5_nothing_indexed_yet() {
     let dir = tempfile::tempdir().unwrap();
-    let nav = NavService::open_dir(dir.path(), off()).unwrap();
+    let nav = repo_retriever::nav_embedded::open_dir(dir.path(), off()).unwrap();
     assert_eq!(ok(&nav, "list_repositories", json!({})).await, json!({"repositories": []}));
     assert_eq!(
         err(&nav, "analyze_repository", json!({"repository": "nope"})).await,
@@ -222,7 +222,7 @@ async fn issue5_get_file_caps_at_400_lines_and_100000_characters() {
     std::fs::write(src.path().join("wide.txt"), &wide).unwrap();
     let store = tempfile::tempdir().unwrap();
     index(src.path(), store.path(), "acme", "caps", "main").await;
-    let nav = NavService::open_dir(store.path(), off()).unwrap();
+    let nav = repo_retriever::nav_embedded::open_dir(store.path(), off()).unwrap();
     let r = ok(&nav, "get_file", json!({"repository": "acme/caps", "path": "long.txt"})).await;
     assert_eq!(
         (r["start_line"].as_i64(), r["end_line"].as_i64(), r["truncated"].as_bool()),
@@ -334,7 +334,7 @@ async fn issue5_pathological_regex_returns_within_the_budget_and_lists_the_file(
     embedded.put_file(&put("huge.txt", "abcdefghijklmn\n".repeat(70_000))).unwrap();
     let config =
         NavConfig { regex_file_budget: Duration::from_millis(1), regex_call_budget: Duration::from_secs(2), ..off() };
-    let nav = NavService::open_dir(store.path(), config).unwrap();
+    let nav = repo_retriever::nav_embedded::open_dir(store.path(), config).unwrap();
     let started = Instant::now();
     let r = ok(
         &nav,
@@ -358,7 +358,7 @@ async fn issue10_search_and_navigation_share_one_open_store() {
     let choice = repo_retriever::local::RetrievalChoice::default();
     let local = repo_retriever::cli::local_services(dir.path(), &choice, None, Some(off())).unwrap();
     let nav = local.nav.expect("--tools all has navigation");
-    let navigated = nav.embedded_store().expect("an embedded source");
+    let navigated = local.nav_source.as_ref().expect("an embedded source").store();
     let searched = &local.engine.stores()[0].store;
     assert!(
         std::ptr::addr_eq(Arc::as_ptr(searched), Arc::as_ptr(navigated)),

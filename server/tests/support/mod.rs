@@ -385,6 +385,8 @@ impl Server {
                 cmd.env_remove(&key);
             }
         }
+        // What reaches stderr is pinned: the runner's log filter must not change it.
+        cmd.env_remove("RUST_LOG");
         cmd.envs(self.env.iter().map(|(k, v)| (k, v)));
         cmd.kill_on_drop(true);
         cmd

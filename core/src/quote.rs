@@ -1,4 +1,5 @@
-//! How an error message quotes an argument back.
+//! How an error message quotes an argument back: the `search` tool and the
+//! navigation tools alike.
 
 use std::borrow::Cow;
 

@@ -1,8 +1,9 @@
 //! The navigation tools over a Chroma collection filled by the reference
-//! indexer (`repo-retriever serve --chroma-url … --tools all`).
+//! indexer (`repo-retriever serve --chroma-url … --tools all`): a
+//! [`NavSource`] and, with an embedding endpoint, a [`RepositoryIndexer`].
 //!
 //! Such a collection holds chunks only, so every file is rebuilt from its
-//! chunks (`reassemble.rs`); lines no chunk covers are reported by
+//! chunks ([`rr_nav::reassemble`]); lines no chunk covers are reported by
 //! `get_file` rather than guessed. Repositories are the collection's
 //! namespaces, definitions come from the chunk metadata exactly as over the
 //! embedded store, and the catalogue lives in memory. `add_repository`
@@ -28,12 +29,37 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rr_chroma::ChromaStore;
 use rr_core::{Chunk, Metadata};
-use rr_embedded::NamespaceInfo;
+use rr_nav::reassemble::reassemble;
+use rr_nav::source::{NamespaceInfo, NavSource, RepositoryIndexer, languages};
+use rr_nav::{FileText, NavError, entities, extension_language};
 
-use super::reassemble::reassemble;
-use super::source::{IndexTarget, NavSource, languages};
-use super::{FileText, entities, extension_language};
-use rr_engine::local::ChromaTarget;
+use crate::local::ChromaTarget;
+
+/// The navigation service over `source`, with the catalogue in memory
+/// (repository ids hold while the server runs).
+pub async fn open(source: ChromaSource, config: rr_nav::NavConfig) -> Result<Arc<rr_nav::NavService>, NavError> {
+    rr_nav::NavService::open_in_memory(Arc::new(source), config).await
+}
+
+/// Why the collection could not be read, as a navigation tool reports it.
+#[derive(Debug, thiserror::Error)]
+pub enum ChromaSourceError {
+    /// A request failed (its client-safe summary: no URL, no body).
+    #[error("cannot read the Chroma collection: {}", .0.summary())]
+    Read(rr_chroma::ChromaError),
+    /// The reader's runtime could not be started.
+    #[error("cannot start the Chroma reader: {0}")]
+    Start(#[source] std::io::Error),
+    /// The reader's runtime is gone (the process is ending).
+    #[error("the Chroma reader has stopped")]
+    Stopped,
+}
+
+impl From<ChromaSourceError> for NavError {
+    fn from(e: ChromaSourceError) -> Self {
+        NavError::from_source(e)
+    }
+}
 
 /// The chunks of one namespace and their fingerprint.
 struct NamespaceChunks {
@@ -87,13 +113,13 @@ impl ChromaSource {
     /// A source reading `store`; nothing is requested until the first call.
     /// `add_repository` indexes into `target` (the same collection), and is
     /// refused without one.
-    pub fn new(store: ChromaStore, target: Option<ChromaTarget>) -> Result<Self, String> {
+    pub fn new(store: ChromaStore, target: Option<ChromaTarget>) -> Result<Self, ChromaSourceError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("rr-nav-chroma")
             .enable_all()
             .build()
-            .map_err(|e| format!("cannot start the Chroma reader: {e}"))?;
+            .map_err(ChromaSourceError::Start)?;
         Ok(ChromaSource {
             store: Arc::new(store),
             target,
@@ -103,13 +129,13 @@ impl ChromaSource {
     }
 
     /// Runs `future` on the source's runtime and waits for it.
-    fn run<T: Send + 'static>(&self, future: impl Future<Output = T> + Send + 'static) -> Result<T, String> {
-        let runtime = self.runtime.as_ref().ok_or("the Chroma reader has stopped")?;
+    fn run<T: Send + 'static>(&self, future: impl Future<Output = T> + Send + 'static) -> Result<T, ChromaSourceError> {
+        let runtime = self.runtime.as_ref().ok_or(ChromaSourceError::Stopped)?;
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         runtime.spawn(async move {
             let _ = tx.send(future.await);
         });
-        rx.recv().map_err(|_| "the Chroma reader has stopped".to_owned())
+        rx.recv().map_err(|_| ChromaSourceError::Stopped)
     }
 
     fn current(&self) -> Arc<Snapshot> {
@@ -117,10 +143,10 @@ impl ChromaSource {
     }
 
     /// Lists the ids and, when they changed, reads every record again.
-    fn sync(&self) -> Result<Arc<Snapshot>, String> {
+    fn sync(&self) -> Result<Arc<Snapshot>, ChromaSourceError> {
         let failed = |e: rr_chroma::ChromaError| {
             tracing::debug!(error = %e, "reading the Chroma collection failed");
-            format!("cannot read the Chroma collection: {}", e.summary())
+            ChromaSourceError::Read(e)
         };
         let store = self.store.clone();
         let ids = self.run(async move { store.all_ids().await })?.map_err(failed)?.unwrap_or_default();
@@ -170,21 +196,21 @@ impl NavSource for ChromaSource {
         rr_chroma::STORE_NAME
     }
 
-    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, String> {
+    fn namespaces(&self) -> Result<Vec<NamespaceInfo>, NavError> {
         Ok(self.sync()?.namespaces.values().map(|n| n.info.clone()).collect())
     }
 
-    fn fingerprint(&self, namespace_id: &str) -> Result<String, String> {
+    fn fingerprint(&self, namespace_id: &str) -> Result<String, NavError> {
         Ok(self.with_namespace(namespace_id, |n| n.map(|n| n.fingerprint.clone()).unwrap_or_default()))
     }
 
-    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, String> {
+    fn metadata(&self, namespace_id: &str) -> Result<Vec<Metadata>, NavError> {
         Ok(self.with_namespace(namespace_id, |n| {
             n.map(|n| n.chunks.iter().map(|c| c.metadata.clone()).collect()).unwrap_or_default()
         }))
     }
 
-    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, String> {
+    fn files(&self, namespace_id: &str, metadata: &[Metadata]) -> Result<Vec<FileText>, NavError> {
         let language = languages(metadata);
         Ok(self.with_namespace(namespace_id, |n| {
             let mut by_path: BTreeMap<&str, Vec<Chunk>> = BTreeMap::new();
@@ -207,7 +233,7 @@ impl NavSource for ChromaSource {
         }))
     }
 
-    fn file_count(&self, namespace_id: &str) -> Result<usize, String> {
+    fn file_count(&self, namespace_id: &str) -> Result<usize, NavError> {
         Ok(self.with_namespace(namespace_id, |n| {
             n.map(|n| {
                 n.chunks.iter().map(|c| c.metadata.path.as_str()).collect::<std::collections::BTreeSet<_>>().len()
@@ -220,11 +246,34 @@ impl NavSource for ChromaSource {
         None
     }
 
-    fn index_target(&self) -> IndexTarget {
-        self.target.clone().map_or(IndexTarget::Unavailable, IndexTarget::Chroma)
+    fn indexer(&self) -> Option<Arc<dyn RepositoryIndexer>> {
+        self.target.clone().map(|target| Arc::new(ChromaIndexer(target)) as Arc<dyn RepositoryIndexer>)
     }
 
     fn changes_underneath(&self) -> bool {
         true
+    }
+}
+
+/// `add_repository` into the collection: our indexer writes the reference's
+/// records, embedded through the configured endpoint.
+struct ChromaIndexer(ChromaTarget);
+
+#[async_trait::async_trait]
+impl RepositoryIndexer for ChromaIndexer {
+    fn records_source_host(&self) -> bool {
+        false
+    }
+
+    async fn index(
+        &self,
+        root: std::path::PathBuf,
+        identity: rr_indexer::Identity,
+        progress: rr_indexer::sync::ProgressFn,
+    ) -> Result<String, String> {
+        // The request's store folder is unused with a Chroma target.
+        let store = std::path::PathBuf::new();
+        let request = crate::nav_embedded::repository_request(root, store, Some(self.0.clone()), identity, progress);
+        Ok(crate::local::index(request).await.map_err(|e| e.to_string())?.namespace_id)
     }
 }
