@@ -760,8 +760,8 @@ fn search_orders_candidates_as_code_unless_told_not_to() {
     let work = tempfile::tempdir().unwrap();
     let repo = work.path().join("repo");
     // The test is named after the function and calls it twelve times; the definition stands in a
-    // file named for something else. The text ranking puts the test second, before a file that
-    // does not mention the function at all; the code ranking puts that source file first.
+    // file named for something else. The text ranking puts the test first; the code ranking puts
+    // the definition first and the test after a source file that does not mention the function.
     let calls: String = (0..12).map(|i| format!("\tw{i}, _ := ParseWidget(\"parse widget {i}\")\n")).collect();
     write(
         &repo,
@@ -789,7 +789,7 @@ fn search_orders_candidates_as_code_unless_told_not_to() {
     };
     assert_eq!(
         files("ParseWidget", &["--code-rank", "off"]),
-        ["widget/codec.go", "widget/parse_widget_test.go", "widget/color.go"]
+        ["widget/parse_widget_test.go", "widget/codec.go", "widget/color.go"]
     );
     assert_eq!(files("ParseWidget", &[]), ["widget/codec.go", "widget/color.go", "widget/parse_widget_test.go"]);
     assert_eq!(files("ParseWidget", &["--code-rank", "on"]), files("ParseWidget", &[]));
