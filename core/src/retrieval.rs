@@ -203,14 +203,74 @@ pub fn fuse_candidates(lists: &[(f64, &[Candidate])], k: f64) -> Vec<Candidate> 
         .collect()
 }
 
-/// The hybrid answer from the two full rankings, cut to `n_results`.
+/// How many of the lexical ranking's best a verbatim match is looked for in.
+pub const VERBATIM_DEPTH: usize = 5;
+
+/// The words of a query of two words or more, as [`contains_verbatim`]
+/// looks for them; `None` for a query of fewer words.
+pub fn verbatim_phrase(query: &str) -> Option<String> {
+    let phrase = normalized_words(query);
+    (phrase.split(' ').filter(|w| !w.is_empty()).count() >= 2).then_some(phrase)
+}
+
+/// Whether `document` holds `phrase` ([`verbatim_phrase`]) word for word:
+/// letters and digits compared case-insensitively, anything else between
+/// words ignored.
+pub fn contains_verbatim(document: &str, phrase: &str) -> bool {
+    normalized_words(document).contains(phrase)
+}
+
+/// Lower-cased runs of letters and digits, each between single spaces.
+fn normalized_words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(' ');
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        out.extend(word.chars().flat_map(char::to_lowercase));
+        out.push(' ');
+    }
+    out
+}
+
+/// `fused` with the lexical ranking's best [`VERBATIM_DEPTH`] that hold the
+/// query word for word ([`contains_verbatim`]) first, in the lexical
+/// order. A chunk that holds an error text or a several-word name exactly as
+/// asked for is what the question names; fusion with the dense ranking,
+/// which ranks by rank alone, could push it down behind chunks that merely
+/// resemble it.
+pub fn promote_verbatim<T: Clone + PartialEq>(fused: Vec<T>, verbatim: &[T]) -> Vec<T> {
+    if verbatim.is_empty() {
+        return fused;
+    }
+    let mut out = verbatim.to_vec();
+    out.extend(fused.into_iter().filter(|c| !verbatim.contains(c)));
+    out
+}
+
+/// The hybrid answer from the two full rankings, cut to `n_results`; the
+/// best lexical results that hold a query of several words verbatim come
+/// first ([`promote_verbatim`]).
 pub fn fuse_hybrid(
+    query: &str,
     dense: &[Candidate],
     lexical: &[Candidate],
     options: &HybridOptions,
     n_results: usize,
 ) -> Vec<Candidate> {
     let mut fused = fuse_candidates(&[(options.weight_dense, dense), (options.weight_lexical, lexical)], options.rrf_k);
+    if let Some(phrase) = verbatim_phrase(query) {
+        // The fused entries (with their fused scores) of the verbatim rows,
+        // in the lexical order; every lexical row is among the fused.
+        let verbatim: Vec<Candidate> = lexical
+            .iter()
+            .take(VERBATIM_DEPTH)
+            .filter(|c| contains_verbatim(&c.chunk.document, &phrase))
+            .filter_map(|c| {
+                let key = fusion_key(c);
+                fused.iter().find(|f| fusion_key(f) == key).cloned()
+            })
+            .collect();
+        fused = promote_verbatim(fused, &verbatim);
+    }
     fused.truncate(n_results);
     fused
 }
@@ -305,7 +365,7 @@ impl Retriever {
         }
         let deep = LexicalQuery { n_results: depth, ..query };
         let (dense, words) = futures::join!(dense(Some(embedding), depth), lexical.lexical_query(&deep, ctx));
-        Ok(fuse_hybrid(&dense?, &words?, &self.hybrid, n_results))
+        Ok(fuse_hybrid(text, &dense?, &words?, &self.hybrid, n_results))
     }
 }
 
@@ -314,7 +374,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hybrid_fusion_cuts_the_fused_order() {
+    fn a_query_of_several_words_is_found_word_for_word() {
+        assert_eq!(verbatim_phrase("Missing queryFn"), Some(" missing queryfn ".to_owned()));
+        assert_eq!(verbatim_phrase("  parse_config  "), Some(" parse config ".to_owned()));
+        assert_eq!((verbatim_phrase("queryFn"), verbatim_phrase(" ?! ")), (None, None));
+        let phrase = verbatim_phrase("As of v4, queryKey needs to be an Array").unwrap();
+        assert!(contains_verbatim("throw new Error('As of v4, queryKey needs to be an Array.')", &phrase));
+        assert!(!contains_verbatim("As of v4 the queryKey needs to be an Array", &phrase), "a word between");
+        // Whole words only.
+        let phrase = verbatim_phrase("missing query").unwrap();
+        assert!(!contains_verbatim("Missing queryFn", &phrase));
+        assert!(contains_verbatim("// MISSING\tQUERY!", &phrase));
+    }
+
+    #[test]
+    fn hybrid_fusion_puts_the_best_verbatim_lexical_results_first() {
         let c = |id: &str, document: &str| Candidate {
             chunk: Chunk { id: id.into(), document: document.into(), metadata: Metadata::default() },
             distance: None,
@@ -325,8 +399,13 @@ mod tests {
         let options = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50, rerank: 0 };
         let ids = |found: Vec<Candidate>| found.into_iter().map(|c| c.chunk.id).collect::<Vec<_>>();
         // d: 1/62 + 1/61 > b: 1/63 + 1/62 > a: 1/61.
-        assert_eq!(ids(fuse_hybrid(&dense, &lexical, &options, 3)), ["d", "b", "a"]);
-        assert_eq!(ids(fuse_hybrid(&dense, &lexical, &options, 1)), ["d"]);
+        assert_eq!(ids(fuse_hybrid("routing", &dense, &lexical, &options, 3)), ["d", "b", "a"]);
+        assert_eq!(ids(fuse_hybrid("Pattern must begin", &dense, &lexical, &options, 3)), ["b", "d", "a"]);
+        assert_eq!(ids(fuse_hybrid("pattern must begin", &dense, &lexical, &options, 1)), ["b"]);
+        // Only the lexical ranking's best are looked at.
+        let deep: Vec<Candidate> =
+            (0..VERBATIM_DEPTH).map(|i| c(&format!("x{i}"), "routing")).chain([b.clone()]).collect();
+        assert_eq!(ids(fuse_hybrid("pattern must begin", &[], &deep, &options, 1)), ["x0"]);
     }
     use crate::record::{Chunk, Metadata};
     use async_trait::async_trait;

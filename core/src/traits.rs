@@ -193,7 +193,7 @@ pub trait LexicalStore: Send + Sync {
     /// [`lexical_query`](Self::lexical_query) itself. An answer must equal
     /// [`fuse_hybrid`](crate::retrieval::fuse_hybrid) of those two lists,
     /// except that a store may order the first [`HybridOptions::rerank`]
-    /// again by the query's terms in them.
+    /// after the verbatim matches again by the query's terms in them.
     async fn hybrid_query(
         &self,
         _query: &LexicalQuery,

@@ -24,6 +24,11 @@ use rust_stemmers::{Algorithm, Stemmer};
 /// pasted file cannot turn into a huge query.
 const MAX_TERMS: usize = 64;
 
+/// Most words a query may have to be searched also as one phrase. An error
+/// message or a sentence pasted from the code then ranks the chunk holding
+/// it verbatim first; a longer text is rarely a verbatim quote.
+const MAX_PHRASE_WORDS: usize = 16;
+
 /// One column of `chunks_fts`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Column {
@@ -128,8 +133,9 @@ pub(crate) struct Term {
 
 /// The terms of `query`: each run of letters, digits and `_`, plus its
 /// camelCase / snake_case parts, lower-cased, without [`STOPWORDS`] (unless
-/// nothing else is left), each followed by its stem when that differs.
-/// Without repeats, at most [`MAX_TERMS`].
+/// nothing else is left), each followed by its stem when that differs; then
+/// the whole query as one phrase, stopwords included, when it has 2 to
+/// [`MAX_PHRASE_WORDS`] words. Without repeats, at most [`MAX_TERMS`].
 pub(crate) fn query_terms(query: &str) -> Vec<Term> {
     let mut words: Vec<String> = Vec::new();
     for word in text::words(query) {
@@ -142,13 +148,15 @@ pub(crate) fn query_terms(query: &str) -> Vec<Term> {
     if words.iter().any(|w| !text::is_stopword(w)) {
         words.retain(|w| !text::is_stopword(w));
     }
+    let whole: Vec<&str> = text::words(query).collect();
+    let phrase = (2..=MAX_PHRASE_WORDS).contains(&whole.len()).then(|| whole.join(" ").to_lowercase());
     let stemmer = stemmer();
     let stemmed = words.into_iter().flat_map(|word| {
         let stem = stem_of(&stemmer, &word);
         std::iter::once(word).chain(stem)
     });
     let mut terms: Vec<Term> = Vec::new();
-    for text in stemmed {
+    for text in stemmed.chain(phrase) {
         if !terms.iter().any(|x| x.text == text) && terms.len() < MAX_TERMS {
             let single_token = text.bytes().all(|b| b.is_ascii_alphanumeric());
             terms.push(Term { text, single_token });
@@ -177,13 +185,16 @@ mod tests {
     #[test]
     fn builds_safe_match_expressions() {
         let expr = |q: &str| match_expression(&query_terms(q));
-        assert_eq!(expr("loadConfig now"), Some(r#""loadconfig" OR "load" OR "config" OR "now""#.into()));
+        assert_eq!(
+            expr("loadConfig now"),
+            Some(r#""loadconfig" OR "load" OR "config" OR "now" OR "loadconfig now""#.into())
+        );
         assert_eq!(expr("parse_config"), Some(r#""parse_config" OR "parse" OR "pars" OR "config""#.into()));
-        assert_eq!(expr(r#"a" OR x:* NEAR(b)"#), Some(r#""x" OR "near" OR "b""#.into()));
+        assert_eq!(expr(r#"a" OR x:* NEAR(b)"#), Some(r#""x" OR "near" OR "b" OR "a or x near b""#.into()));
         assert_eq!(expr("  ?! "), None);
         assert_eq!(expr("café"), Some(r#""café""#.into()));
         let single: Vec<bool> = query_terms("parse_config café x2").iter().map(|t| t.single_token).collect();
-        assert_eq!(single, [false, true, true, true, false, true, true, true]);
+        assert_eq!(single, [false, true, true, true, false, true, true, true, false]);
     }
 
     #[test]
@@ -191,13 +202,24 @@ mod tests {
         let texts = |q: &str| query_terms(q).into_iter().map(|t| t.text).collect::<Vec<_>>();
         assert_eq!(
             texts("where are conflicting arguments detected?"),
-            ["conflicting", "conflict", "arguments", "argument", "detected", "detect",]
+            [
+                "conflicting",
+                "conflict",
+                "arguments",
+                "argument",
+                "detected",
+                "detect",
+                "where are conflicting arguments detected"
+            ]
         );
         // The words of a question's frame go; `each` names code (`for_each`).
-        assert_eq!(texts("what happens to each value, like whether"), ["each", "value", "valu"]);
+        assert_eq!(
+            texts("what happens to each value, like whether"),
+            ["each", "value", "valu", "what happens to each value like whether"]
+        );
         // Nothing but stopwords: they are the query.
-        assert_eq!(texts("how is it"), ["how", "is", "it"]);
-        assert_eq!(texts(&"word ".repeat(100)), ["word"]);
+        assert_eq!(texts("how is it"), ["how", "is", "it", "how is it"]);
+        assert_eq!(texts(&"word ".repeat(MAX_PHRASE_WORDS + 1)), ["word"]);
         // An identifier's stopword parts go, the identifier stays.
         assert_eq!(texts("is_set"), ["is_set", "set"]);
     }

@@ -74,10 +74,12 @@
 //! taken to depth `max(k, depth)` and a chunk scores
 //! `Σ weight / (rrf_k + rank)` over the lists it appears in (rank from 1),
 //! so a chunk both rankings like beats one only a single ranking loves;
-//! then the first [`HybridOptions::rerank`] are ordered again by how much of
-//! the query each holds, in its names and its code (`evidence.rs`). It
-//! runs on one snapshot and reads only the `max(k, rerank)` fused
-//! documents, which is why
+//! then, for a query of several words, the best lexical rows that hold it
+//! verbatim come first ([`rr_core::retrieval::promote_verbatim`]); then the
+//! first [`HybridOptions::rerank`] after them are ordered again by how much
+//! of the query each holds, in its names and its code (`evidence.rs`). It
+//! runs on one snapshot and reads only the `max(k, rerank)` fused documents
+//! (and the best lexical rows' for the verbatim test), which is why
 //! the store fuses itself ([`LexicalStore::hybrid_query`]) rather than
 //! letting the pipeline fuse two full answers. Through the core traits the
 //! store is a [`LexicalStore`], so the `lexical` and `hybrid` retrieval
@@ -509,8 +511,10 @@ impl EmbeddedStore {
     }
 
     /// Vector and lexical rankings fused by weighted reciprocal-rank fusion
-    /// (see the crate docs), as [`rr_core::retrieval::fuse_hybrid`] of the
-    /// two rankings orders them; then the first `options.rerank` by the
+    /// (see the crate docs): the best lexical rows that hold a query of
+    /// several words verbatim first, then by fused score, as
+    /// [`rr_core::retrieval::fuse_hybrid`] of the two rankings orders them;
+    /// then the first `options.rerank` after the verbatim rows by the
     /// evidence of the query's terms in them (0 keeps the fused order).
     /// `distance` is the negated fused score, so after that second look it
     /// need not grow down the list.
@@ -557,20 +561,41 @@ impl EmbeddedStore {
             }),
         };
         let (vector, lexical) = (vector?, lexical?);
-        // The head is read again for the query's terms (`evidence.rs`),
-        // then cut to k.
-        let mut fused = hybrid_fusion(&vector, &lexical, options, k.max(options.rerank));
+        let mut fused = hybrid_fusion(&vector, &lexical, options, usize::MAX);
         let mut reader = self.reader();
-        let mut read: HashMap<i64, Candidate> = view.fetch_rows(&reader, &fused)?.into_iter().collect();
-        if options.rerank > 1 && fused.len() > 1 {
+        // Chunks already read, for the verbatim test: the answer reuses them.
+        let mut read: HashMap<i64, Candidate> = HashMap::new();
+        let mut promoted = 0;
+        if let Some(phrase) = rr_core::retrieval::verbatim_phrase(query) {
+            let best = &lexical[..lexical.len().min(rr_core::retrieval::VERBATIM_DEPTH)];
+            let rows = view.fetch_rows(&reader, best)?;
+            // The fused entries of the verbatim rows, in the lexical order;
+            // every lexical row is among the fused.
+            let verbatim: Vec<(i64, f64)> = rows
+                .iter()
+                .filter(|(_, c)| rr_core::retrieval::contains_verbatim(&c.chunk.document, &phrase))
+                .filter_map(|(pk, _)| fused.iter().find(|h| h.0 == *pk).copied())
+                .collect();
+            promoted = verbatim.len();
+            fused = rr_core::retrieval::promote_verbatim(fused, &verbatim);
+            read.extend(rows);
+        }
+        // The verbatim rows keep their lead; the head after them is read
+        // again for the query's terms (`evidence.rs`), then cut to k.
+        let head = fused.len().min(k.max(promoted.saturating_add(options.rerank)));
+        fused.truncate(head);
+        let unread: Vec<(i64, f64)> = fused.iter().filter(|(pk, _)| !read.contains_key(pk)).copied().collect();
+        read.extend(view.fetch_rows(&reader, &unread)?);
+        if options.rerank > 1 && fused.len() > promoted + 1 {
             let terms = evidence::query_terms(query);
             if !terms.is_empty() {
                 let rows = view.index.len() as u64;
                 let terms = evidence::weigh(terms, rows, |token| reader.token_frequency(token, view.changes, plan))
                     .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?;
-                let end = fused.len().min(options.rerank);
+                let tail = &mut fused[promoted..];
+                let end = tail.len().min(options.rerank);
                 let mut matcher = evidence::Matcher::new(&terms);
-                let evidence: Vec<evidence::Evidence> = fused[..end]
+                let evidence: Vec<evidence::Evidence> = tail[..end]
                     .iter()
                     .map(|(pk, _)| {
                         read.get(pk).map_or_else(evidence::Evidence::default, |c| {
@@ -578,8 +603,8 @@ impl EmbeddedStore {
                         })
                     })
                     .collect();
-                let reordered: Vec<(i64, f64)> = evidence::order(&evidence).into_iter().map(|i| fused[i]).collect();
-                fused[..end].copy_from_slice(&reordered);
+                let reordered: Vec<(i64, f64)> = evidence::order(&evidence).into_iter().map(|i| tail[i]).collect();
+                tail[..end].copy_from_slice(&reordered);
             }
         }
         fused.truncate(k);
@@ -1609,9 +1634,11 @@ mod tests {
         // The index served the queries (it keeps what it read).
         let (directories, blocks) = store.reader().lexicon.kept_bytes();
         assert!(directories > 0 && blocks > 0, "{directories} and {blocks} bytes kept");
-        // Phrases kept their rows' frequencies, not FTS5's terms.
+        // Phrases kept most rows' frequencies (one byte), not FTS5's terms
+        // (eight): a row escapes only when no weighted count of at most
+        // eight instances gives its term's bits.
         let (rows, escaped) = store.reader().lexicon.phrase_rows();
-        assert!(rows > 100 && escaped * 100 < rows, "{escaped} of {rows} phrase rows keep FTS5's term");
+        assert!(rows > 100 && escaped * 10 < rows, "{escaped} of {rows} phrase rows keep FTS5's term");
         // With room for almost nothing, directories and blocks are read per
         // query and the least recently used dropped: the answers stay FTS5's.
         store.reader().lexicon.set_budget(4096);

@@ -308,6 +308,11 @@ fn hybrid_ranking_fuses_by_reciprocal_rank() {
     assert_eq!(ids(&hybrid), ["b", "c", "a", "d"]);
     assert!((hybrid[0].distance.unwrap() + (1.0 / 24.0 + 4.0 / 21.0)).abs() < 1e-12);
     assert_eq!(ids(&store.hybrid_search("zephyr", &q, &any, 2).unwrap()), ["b", "c"]);
+    // b holds the two-word query word for word: it comes first, with its
+    // own fused score, even where the fusion puts c first.
+    let hybrid = store.hybrid_search_with("Zephyr, quokka!", &q, &any, 4, &equal).unwrap();
+    assert_eq!(ids(&hybrid), ["b", "c", "a", "d"]);
+    assert!((hybrid[0].distance.unwrap() + (1.0 / 64.0 + 1.0 / 61.0)).abs() < 1e-12);
     // The filter applies to both rankings.
     let only_b = filter(("", "", ""), "b.txt");
     assert_eq!(ids(&store.hybrid_search("zephyr", &q, &only_b, 4).unwrap()), ["b"]);
@@ -371,6 +376,8 @@ fn hybrid_search_reads_the_head_again_for_the_querys_terms() {
     assert_eq!(ids(&search("config parse", 4, &two)), ["license", "other", "target", "far"]);
     // The head is read before the answer is cut to k.
     assert_eq!(ids(&search("config parse", 1, &read_again)), ["target"]);
+    // A verbatim match keeps its lead.
+    assert_eq!(ids(&search("config we parse", 2, &read_again)), ["license", "target"]);
     // A head longer than the fused list reads the whole list.
     let all = rr_core::HybridOptions { rerank: usize::MAX, ..read_again };
     assert_eq!(ids(&search("config parse", 4, &all)), ids(&again));
