@@ -64,7 +64,7 @@ impl SearchFilter {
 /// is what the reference sends Chroma (`where_document.$regex`), so it must
 /// come out character for character, and stores that filter locally must
 /// answer as Chroma answers that expression. globset answers differently
-/// (`issue10_globset_differs_from_the_pinned_semantics` shows where): `**/`
+/// (`globset_differs_from_the_pinned_semantics` shows where): `**/`
 /// inside a name, `[..]` and `{..}` (literal here), and a path that holds a
 /// `:` (the expression may match from any `:` of the `Source:` line).
 #[derive(Debug, Clone)]
@@ -238,7 +238,7 @@ mod tests {
     /// Why the pattern is translated by hand: each case is one where globset,
     /// with the options closest to the pinned semantics, gives another answer.
     #[test]
-    fn issue10_globset_differs_from_the_pinned_semantics() {
+    fn globset_differs_from_the_pinned_semantics() {
         let globset = |pattern: &str, path: &str| {
             globset::GlobBuilder::new(pattern)
                 .literal_separator(false)

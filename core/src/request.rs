@@ -261,7 +261,7 @@ mod tests {
     /// Issue 10: the reference removes exactly one leading `/` (Go's
     /// `strings.TrimPrefix`), so `//README.md` still starts with one.
     #[test]
-    fn issue10_only_one_leading_slash_is_removed() {
+    fn only_one_leading_slash_is_removed() {
         let pattern =
             |path: &str| args("q", "", path, 0).validate().unwrap().filter.path.map(|g| g.pattern().to_owned());
         assert_eq!(pattern("//README.md").as_deref(), Some("/README.md"));
@@ -275,7 +275,7 @@ mod tests {
     /// Issue 12: every argument has a cap, checked after the reference's
     /// checks, naming the argument and the cap, never quoting the input.
     #[test]
-    fn issue12_caps_come_after_the_reference_checks() {
+    fn caps_come_after_the_reference_checks() {
         let limits = ArgLimits { max_query_bytes: 8, max_source_bytes: 5, max_path_cost: 40 };
         let check = |a: SearchArgs| a.validate_within(&limits).map(|_| ()).map_err(|e| e.to_string());
         assert_eq!(check(args("123456789", "", "", 0)), Err("query is too long: at most 8 bytes".into()));

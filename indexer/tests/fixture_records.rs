@@ -168,7 +168,7 @@ fn records_equal_the_reference_field_by_field() {
 const POLYGLOT_EXPECTED_DIFFERENCES: [(&str, &str); 0] = [];
 
 #[test]
-fn issue11_polyglot_records_equal_the_reference_in_every_language() {
+fn polyglot_records_equal_the_reference_in_every_language() {
     let identity = Identity::new("acme", "polyglot", "main", POLYGLOT_COMMIT);
     let polyglot = testdata().join("polyglot");
     let result = compare(&polyglot.join("corpus"), &polyglot.join("records.jsonl"), &identity);

@@ -153,7 +153,7 @@ fn built_checkout() -> tempfile::TempDir {
 }
 
 #[test]
-fn issue11_ignore_rules_leave_out_build_output() {
+fn ignore_rules_leave_out_build_output() {
     let dir = built_checkout();
     let root = dir.path();
     let opts = SelectionOptions { respect_ignore: true, ..SelectionOptions::default() };
@@ -181,7 +181,7 @@ fn issue11_ignore_rules_leave_out_build_output() {
 }
 
 #[test]
-fn issue11_ignore_files_apply_without_git_too() {
+fn ignore_files_apply_without_git_too() {
     // An unpacked archive carries its .gitignore; it is honoured as in the clone.
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), ".gitignore", "target/\n");

@@ -464,7 +464,7 @@ mod tests {
     /// Issue 12: a line over the cap is skipped, not buffered, and the next one is read, by the
     /// async reader and by the blocking one of the process's stdin alike.
     #[tokio::test]
-    async fn issue12_frames_are_bounded() {
+    async fn frames_are_bounded() {
         let cases: [(&[u8], &[&str]); 3] =
             [(b"ab\r\ncdefghij\nk\nlast", &["ab\r", "<too long>", "k", "last"]), (b"abcde\n", &["abcde"]), (b"", &[])];
         for (input, expected) in cases {

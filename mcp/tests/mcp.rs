@@ -100,7 +100,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","param
 /// Issue 10: `notifications/cancelled` reaches the running search: its store query is dropped,
 /// the request is not answered, and the session goes on.
 #[tokio::test]
-async fn issue10_cancellation_stops_the_running_search() {
+async fn cancellation_stops_the_running_search() {
     let store = Arc::new(Hang { hang: true, ..Hang::default() });
     let mut s = Session::start(server(store.clone()));
     s.send(INITIALIZE).await;
@@ -216,7 +216,7 @@ const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
 /// Host; one that arrived on a loopback address (IPv4, IPv6 or IPv4-mapped) may not, as in the
 /// reference, whose guard looks at the connection's local address.
 #[tokio::test]
-async fn issue2_host_guard_depends_on_the_local_address_reached() {
+async fn host_guard_depends_on_the_local_address_reached() {
     let app = http::router(server(Arc::new(Hang::default())), HttpOptions::default());
     let peer = "203.0.113.9:5555";
     for local in ["192.0.2.2:8080", "[2001:db8::1]:8080"] {
@@ -233,7 +233,7 @@ async fn issue2_host_guard_depends_on_the_local_address_reached() {
 /// Tool calls over the per-address limit get a tool error with a retry hint; other requests and
 /// other addresses are not counted.
 #[tokio::test]
-async fn issue5_rate_limit_is_a_tool_error_with_a_retry_hint() {
+async fn rate_limit_is_a_tool_error_with_a_retry_hint() {
     let app =
         http::router(server(Arc::new(Hang::default())), HttpOptions { rate_limit: Some(2), ..HttpOptions::default() });
     let call = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"x"}}}"#;
@@ -288,7 +288,7 @@ async fn trickle(addr: &str, head: &str, rest: &[u8]) -> (String, Duration) {
 
 /// Issue 10: a client that sends its headers a byte every 2 s is cut off.
 #[tokio::test]
-async fn issue10_slow_headers_are_cut_off() {
+async fn slow_headers_are_cut_off() {
     let addr = listening().await;
     let (_, took) = trickle(&addr, "POST /mcp HTTP/1.1\r\nHost: localhost\r\n", &[b'X'; 60]).await;
     assert!(took < http::HEADER_READ_TIMEOUT + Duration::from_secs(4), "{took:?}");
@@ -296,7 +296,7 @@ async fn issue10_slow_headers_are_cut_off() {
 
 /// Issue 10: a client that sends its body a byte every 2 s is answered 408 and cut off.
 #[tokio::test]
-async fn issue10_slow_bodies_are_cut_off() {
+async fn slow_bodies_are_cut_off() {
     let addr = listening().await;
     let head = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 60\r\n\r\n";
     let (reply, took) = trickle(&addr, head, &[b' '; 60]).await;
@@ -317,7 +317,7 @@ async fn answer(app: &axum::Router, request: axum::http::Request<Body>) -> (u16,
 /// rmcp's stateless service gives it (a `q=1` in `Accept` changes nothing for rmcp, but sends the
 /// request its way), at every protocol version a client may name.
 #[tokio::test]
-async fn issue10_requests_served_directly_get_rmcp_answers() {
+async fn requests_served_directly_get_rmcp_answers() {
     let app = http::router(server(Arc::new(Hang::default())), HttpOptions::default());
     let requests = [
         PING,
@@ -351,7 +351,7 @@ async fn issue10_requests_served_directly_get_rmcp_answers() {
 
 /// Issue 10: over HTTP, a client that hangs up stops its running search.
 #[tokio::test]
-async fn issue10_a_client_that_hangs_up_stops_its_search() {
+async fn a_client_that_hangs_up_stops_its_search() {
     let store = Arc::new(Hang { hang: true, ..Hang::default() });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();

@@ -26,7 +26,7 @@ async fn assert_startup_error(server: Server, message: &str) {
 }
 
 #[tokio::test]
-async fn issue2_version_prints_one_line_and_exits_0() {
+async fn version_prints_one_line_and_exits_0() {
     for flag in ["--version", "-version", "--version=true"] {
         let out = Server::new().arg(flag).output().await;
         assert_eq!(out.status.code(), Some(0), "{flag}");
@@ -41,7 +41,7 @@ async fn issue2_version_prints_one_line_and_exits_0() {
 
 /// Issue 11: `-h` and `--help` list the subcommands and the drop-in flags, on stdout, exit 0.
 #[tokio::test]
-async fn issue11_help_lists_subcommands_and_drop_in_flags() {
+async fn help_lists_subcommands_and_drop_in_flags() {
     for form in ["-h", "--help", "-help"] {
         let out = Server::new().arg(form).output().await;
         assert_eq!(out.status.code(), Some(0), "{form}");
@@ -74,7 +74,7 @@ async fn issue11_help_lists_subcommands_and_drop_in_flags() {
 }
 
 #[tokio::test]
-async fn issue2_missing_required_configuration_is_an_error_on_stderr() {
+async fn missing_required_configuration_is_an_error_on_stderr() {
     assert_startup_error(Server::new(), "server-url is required").await;
     assert_startup_error(Server::new().args(["--server-url", "http://127.0.0.1:1"]), "collection-name is required")
         .await;
@@ -93,7 +93,7 @@ async fn issue2_missing_required_configuration_is_an_error_on_stderr() {
 }
 
 #[tokio::test]
-async fn issue2_invalid_configuration_messages_through_the_binary() {
+async fn invalid_configuration_messages_through_the_binary() {
     let base = || Server::with_backends("http://127.0.0.1:1", "abc", "http://127.0.0.1:1");
     assert_startup_error(
         Server::with_backends("http://127.0.0.1:1/path", "abc", "http://127.0.0.1:1"),
@@ -136,7 +136,7 @@ async fn issue2_invalid_configuration_messages_through_the_binary() {
 }
 
 #[tokio::test]
-async fn issue2_unknown_flag_exits_2_with_usage() {
+async fn unknown_flag_exits_2_with_usage() {
     let out = Server::fixture().arg("-bogus").output().await;
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(stdout(&out), "");
@@ -152,7 +152,7 @@ fn write_yaml(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
 }
 
 #[tokio::test]
-async fn issue2_yaml_version_must_be_1() {
+async fn yaml_version_must_be_1() {
     let dir = tempfile::tempdir().unwrap();
     let f = support::fixture();
     let body = format!(
@@ -197,7 +197,7 @@ async fn collection_reached(server: Server) -> String {
 }
 
 #[tokio::test]
-async fn issue2_precedence_flag_beats_env_beats_yaml() {
+async fn precedence_flag_beats_env_beats_yaml() {
     let dir = tempfile::tempdir().unwrap();
     let f = support::fixture();
     let yaml = |collection: &str| {
@@ -251,7 +251,7 @@ async fn issue2_precedence_flag_beats_env_beats_yaml() {
 }
 
 #[tokio::test]
-async fn issue2_eof_on_stdin_exits_0_with_nothing_on_stdout() {
+async fn eof_on_stdin_exits_0_with_nothing_on_stdout() {
     let out = Server::fixture().output().await;
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), "");

@@ -59,7 +59,7 @@ fn assert_plain_error(status: u16, headers: &reqwest::header::HeaderMap, body: &
 /// Stateless Streamable HTTP with JSON responses (rmcp's service): one JSON-RPC response per
 /// POST, equal as parsed JSON to what stdio answers.
 #[tokio::test]
-async fn issue2_search_over_http_is_one_json_response_equal_to_stdio() {
+async fn search_over_http_is_one_json_response_equal_to_stdio() {
     let arguments = json!({"query": "where is the configuration loaded and validated", "path": "**/*.go", "limit": 3});
     let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "search", "arguments": arguments}});
 
@@ -102,7 +102,7 @@ fn v(text: &str) -> Value {
 }
 
 #[tokio::test]
-async fn issue2_initialize_tools_list_and_ping_over_http() {
+async fn initialize_tools_list_and_ping_over_http() {
     let h = Server::fixture().http().await;
     let init = h
         .post(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -142,7 +142,7 @@ async fn issue2_initialize_tools_list_and_ping_over_http() {
 /// The HTTP-level answers: rmcp's status codes for the transport's rules (their texts are
 /// rmcp's, CONTRACT §6), ours for the Host guard, the body rules and every other path.
 #[tokio::test]
-async fn issue2_http_status_codes_and_plain_text_bodies() {
+async fn http_status_codes_and_plain_text_bodies() {
     let h = Server::fixture().http().await;
     let url = h.url();
     let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
@@ -267,7 +267,7 @@ async fn issue2_http_status_codes_and_plain_text_bodies() {
 // -------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn issue2_incoming_authorization_is_passed_through_to_chroma_only() {
+async fn incoming_authorization_is_passed_through_to_chroma_only() {
     let f = support::fixture();
     let chroma = Recorder::forward(&f.chroma_url).await;
     let embed = Recorder::forward(&f.embed_url).await;
@@ -424,7 +424,7 @@ fn check_mcp(raw: &str, params: (&str, &str, &str, i64), fields: &[(&str, Value)
 }
 
 #[tokio::test]
-async fn issue2_one_json_log_line_per_request_with_fields_in_order() {
+async fn one_json_log_line_per_request_with_fields_in_order() {
     let h = Server::fixture().http().await;
     let url = h.url();
     let mut expected_lines = 0;
@@ -505,7 +505,7 @@ async fn issue2_one_json_log_line_per_request_with_fields_in_order() {
 }
 
 #[tokio::test]
-async fn issue2_backend_failure_is_logged_as_error_without_the_backend_text() {
+async fn backend_failure_is_logged_as_error_without_the_backend_text() {
     let f = support::fixture();
     let h = Server::with_backends(&f.chroma_url, "e2e-http-missing", &f.embed_url).http().await;
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "search",

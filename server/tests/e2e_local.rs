@@ -42,7 +42,7 @@ fn corpus() -> PathBuf {
 }
 
 #[test]
-fn issue4_index_then_reindex_writes_nothing() {
+fn index_then_reindex_writes_nothing() {
     let store = tempfile::tempdir().unwrap();
     let first = index(&corpus(), store.path(), &[]);
     assert_eq!(first["chunks_desired"], 89);
@@ -59,7 +59,7 @@ fn issue4_index_then_reindex_writes_nothing() {
 }
 
 #[test]
-fn issue4_editing_one_file_rewrites_only_its_records() {
+fn editing_one_file_rewrites_only_its_records() {
     let work = tempfile::tempdir().unwrap();
     let dir = work.path().join("widgets");
     copy_dir(&corpus(), &dir);
@@ -82,7 +82,7 @@ fn issue4_editing_one_file_rewrites_only_its_records() {
 }
 
 #[test]
-fn issue4_dry_run_writes_nothing() {
+fn dry_run_writes_nothing() {
     let store = tempfile::tempdir().unwrap();
     let summary = index(&corpus(), store.path(), &["--dry-run"]);
     assert_eq!(summary["dry_run"], true);
@@ -98,7 +98,7 @@ fn issue4_dry_run_writes_nothing() {
 /// what the drop-in server returns over the reference indexer's records in
 /// Chroma.
 #[tokio::test]
-async fn issue4_embedded_search_matches_the_chroma_deployment() {
+async fn embedded_search_matches_the_chroma_deployment() {
     let store = tempfile::tempdir().unwrap();
     // The fixture deployment's vectors are the hash embedder's.
     index(&corpus(), store.path(), &["--embedder", "hash"]);
@@ -126,7 +126,7 @@ async fn issue4_embedded_search_matches_the_chroma_deployment() {
 }
 
 #[tokio::test]
-async fn issue4_serve_answers_mcp_over_the_store() {
+async fn serve_answers_mcp_over_the_store() {
     let store = tempfile::tempdir().unwrap();
     index(&corpus(), store.path(), &[]);
     let mut mcp = Server::new().args(["serve", "--store", store.path().to_str().unwrap()]).stdio().await;
@@ -159,7 +159,7 @@ fn into_chroma<'a>(chroma_url: &'a str, collection: &'a str, embed_url: &'a str)
 /// `index --chroma-url` writes the reference indexer's records into a real
 /// Chroma, and the drop-in server then answers from them.
 #[tokio::test]
-async fn issue4_index_into_real_chroma_then_search_through_the_server() {
+async fn index_into_real_chroma_then_search_through_the_server() {
     let f = fixture();
     let embed = support::embed_server().url().to_string();
     let collection = "indexed-by-cli";
@@ -190,7 +190,7 @@ async fn issue4_index_into_real_chroma_then_search_through_the_server() {
 /// into a real Chroma exactly the 222 records the reference indexer wrote for it: ids, documents and
 /// metadata identical, embeddings equal within 1e-4.
 #[tokio::test]
-async fn issue11_polyglot_index_into_real_chroma_equals_the_reference_records() {
+async fn polyglot_index_into_real_chroma_equals_the_reference_records() {
     let chroma = support::chroma().url().to_string();
     let embed = support::embed_server().url().to_string();
     let collection = "polyglot-indexed-by-cli";
@@ -242,7 +242,7 @@ async fn issue11_polyglot_index_into_real_chroma_equals_the_reference_records() 
 }
 
 #[test]
-fn issue4_a_store_keeps_the_embedder_it_was_created_with() {
+fn a_store_keeps_the_embedder_it_was_created_with() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
     index(&corpus(), &store, &["--embedder", "hash"]);
@@ -351,7 +351,7 @@ fn a_store_embeds_through_an_openai_compatible_endpoint() {
 /// `index --config` reads the reference indexer's YAML: its `files` and
 /// `chunking` keys select and cut files; flags override it.
 #[test]
-fn issue4_index_reads_the_reference_yaml() {
+fn index_reads_the_reference_yaml() {
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("indexer.yaml");
     std::fs::write(&config, "version: 1\nfiles:\n  include_paths: [\"docs/**\"]\n  exclude_extensions: [\".txt\"]\nchunking:\n  chunk_size: 512\n  chunk_overlap: 64\nsync:\n  batch_size: 10\n").unwrap();
@@ -390,7 +390,7 @@ fn issue4_index_reads_the_reference_yaml() {
 /// Query and document prefixes are set when a store is created and kept:
 /// asking an existing store for others is refused.
 #[test]
-fn issue4_prefixes_are_configurable_per_store() {
+fn prefixes_are_configurable_per_store() {
     let store = tempfile::tempdir().unwrap();
     index(&corpus(), store.path(), &["--query-prefix", "search_query: ", "--document-prefix", "search_document: "]);
     let settings: Value =
@@ -515,7 +515,7 @@ fn search_mode_settings_are_checked() {
 }
 
 #[test]
-fn issue9_the_embedded_search_keeps_the_ranking_order_unless_told_to_spread() {
+fn the_embedded_search_keeps_the_ranking_order_unless_told_to_spread() {
     let work = tempfile::tempdir().unwrap();
     let repo = work.path().join("repo");
     // a.go's functions say the query's words more often than b.go's one, so the ranking puts a.go's
@@ -624,7 +624,7 @@ fn store_chunking(store: &Path) -> Value {
 /// `--chunking`, a store keeps the one it was built with, and a new store
 /// gets the semantic chunking.
 #[test]
-fn issue9_switching_the_chunking_rewrites_every_record() {
+fn switching_the_chunking_rewrites_every_record() {
     let store = tempfile::tempdir().unwrap();
     let reference = index_chunked(&corpus(), store.path(), &["--chunking", "reference"]);
     assert_eq!(reference["chunks_added_or_updated"], 89, "{reference}");
@@ -677,7 +677,7 @@ fn index_json(args: &[&str]) -> Value {
 }
 
 #[test]
-fn issue11_a_built_checkout_is_indexed_without_its_build_output() {
+fn a_built_checkout_is_indexed_without_its_build_output() {
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("demo");
     std::fs::create_dir(&root).unwrap();
@@ -727,7 +727,7 @@ fn issue11_a_built_checkout_is_indexed_without_its_build_output() {
 }
 
 #[test]
-fn issue11_links_follow_the_remote_and_a_folder_without_one_has_none() {
+fn links_follow_the_remote_and_a_folder_without_one_has_none() {
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("tool");
     std::fs::create_dir(&root).unwrap();

@@ -59,7 +59,7 @@ fn by_score(candidates: &[RawCandidate], scores: &[f64]) -> Vec<RawCandidate> {
 }
 
 #[tokio::test]
-async fn issue2_rerank_reorders_candidates_by_the_embed_servers_scores() {
+async fn rerank_reorders_candidates_by_the_embed_servers_scores() {
     let f = support::fixture();
     let embed = Recorder::forward(&f.embed_url).await;
     let mut s = Server::fixture().with_rerank(embed.url()).stdio().await;
@@ -94,7 +94,7 @@ async fn issue2_rerank_reorders_candidates_by_the_embed_servers_scores() {
 }
 
 #[tokio::test]
-async fn issue2_rerank_candidate_count_follows_multiplier_and_cap() {
+async fn rerank_candidate_count_follows_multiplier_and_cap() {
     let f = support::fixture();
     let chroma = Recorder::forward(&f.chroma_url).await;
     let embed = Recorder::forward(&f.embed_url).await;
@@ -124,7 +124,7 @@ async fn issue2_rerank_candidate_count_follows_multiplier_and_cap() {
 }
 
 #[tokio::test]
-async fn issue2_a_single_candidate_is_not_reranked() {
+async fn a_single_candidate_is_not_reranked() {
     let f = support::fixture();
     let embed = Recorder::forward(&f.embed_url).await;
     let mut s = Server::with_backends(&f.chroma_url, &f.collection, embed.url()).with_rerank(embed.url()).stdio().await;
@@ -144,7 +144,7 @@ async fn issue2_a_single_candidate_is_not_reranked() {
 const DOCS_REGEX: &str = r"^Source: [^\n]+:docs/.*(?:\n|$)";
 
 #[tokio::test]
-async fn issue2_rerank_max_document_bytes_fails_the_search_with_the_exact_text() {
+async fn rerank_max_document_bytes_fails_the_search_with_the_exact_text() {
     let f = support::fixture();
     let query = "café kiosk snapshot notes";
     let limit = 5;
@@ -179,7 +179,7 @@ async fn issue2_rerank_max_document_bytes_fails_the_search_with_the_exact_text()
 }
 
 #[tokio::test]
-async fn issue2_rerank_max_request_bytes_fails_the_search_with_the_exact_text() {
+async fn rerank_max_request_bytes_fails_the_search_with_the_exact_text() {
     let f = support::fixture();
     let query = "café kiosk snapshot notes";
     let limit = 5;
@@ -226,7 +226,7 @@ async fn search_with_cap(rerank_url: &str, flag: &str, cap: usize, args: &serde_
 }
 
 #[tokio::test]
-async fn issue2_rerank_failures_fail_the_search() {
+async fn rerank_failures_fail_the_search() {
     // The rerank service is down.
     let port = support::free_port();
     let down = format!("http://127.0.0.1:{port}");

@@ -67,7 +67,7 @@ fn initialize_frame(id: u64, version: &str) -> Value {
 
 /// Known versions before 2026-07-28 are echoed; anything else gets 2025-11-25 (wire report §2).
 #[tokio::test]
-async fn issue2_initialize_result_bytes_and_version_negotiation() {
+async fn initialize_result_bytes_and_version_negotiation() {
     let cases: [(Option<Value>, &str); 9] = [
         (Some(json!("2025-06-18")), "2025-06-18"),
         (Some(json!("2025-11-25")), "2025-11-25"),
@@ -156,7 +156,7 @@ async fn session_rules_before_and_after_initialize() {
 const REFERENCE_TOOLS_LIST_RESULT: &str = r#"{"ttlMs":0,"cacheScope":"public","tools":[{"annotations":{"destructiveHint":false,"idempotentHint":true,"openWorldHint":true,"readOnlyHint":true},"description":"Search indexed GitHub repository content by meaning. Use this when you need implementation details, documentation, configuration, symbols, or examples from the indexed codebases. Write one specific natural-language query with the relevant names or error text. Omit source when you do not know which repository contains the answer; set it when the user identifies a repository or branch.","inputSchema":{"type":"object","properties":{"query":{"type":"string","description":"A focused natural-language search query. Include exact identifiers, filenames, or error text when known; semantic matching also finds related wording."},"source":{"type":"string","description":"Optional repository scope in owner/repository or owner/repository@branch form. Omit it to search every indexed repository."},"path":{"type":"string","description":"Optional repository-relative path pattern. * and ** match across folders and ? matches one character; examples: docs/*, **/*.go, README.md."},"limit":{"type":"integer","description":"Maximum excerpts to return, from 1 through 20. Use the default for most questions; increase only when broader evidence is needed."}},"required":["query"],"additionalProperties":false},"name":"search","title":"Search Repository Content"}]}"#;
 
 #[tokio::test]
-async fn issue2_tools_list_bytes_match_the_reference() {
+async fn tools_list_bytes_match_the_reference() {
     let mut s = Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9").stdio().await;
     let (id, answer) = s.send(ClientRequest::ListToolsRequest(Default::default())).await;
     assert!(answer.is_ok(), "{answer:?}");
@@ -174,7 +174,7 @@ async fn issue2_tools_list_bytes_match_the_reference() {
 /// Each failure is a tool result with `isError: true` whose only text is the message. The
 /// backends point at nothing: a check that let a bad call through would show a backend error.
 #[tokio::test]
-async fn issue2_every_validation_message_is_exact() {
+async fn every_validation_message_is_exact() {
     let mut s = Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9")
         .arg("--retry-attempts")
         .arg("1")
@@ -223,7 +223,7 @@ async fn issue2_every_validation_message_is_exact() {
 }
 
 #[tokio::test]
-async fn issue2_argument_schema_failures_are_tool_errors() {
+async fn argument_schema_failures_are_tool_errors() {
     let mut s = Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9")
         .args(["--retry-attempts", "1"])
         .stdio()
@@ -277,7 +277,7 @@ async fn issue2_argument_schema_failures_are_tool_errors() {
 }
 
 #[tokio::test]
-async fn issue2_unknown_tool_is_a_json_rpc_invalid_params_error() {
+async fn unknown_tool_is_a_json_rpc_invalid_params_error() {
     let mut s = Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9").stdio().await;
     let frame = s.request_frame("tools/call", json!({"name": "nope", "arguments": {"query": "x"}})).await;
     let id = &frame["id"];
@@ -435,7 +435,7 @@ async fn expected_for(
 }
 
 #[tokio::test]
-async fn issue2_every_argument_combination_matches_chroma_and_the_selection_rules() {
+async fn every_argument_combination_matches_chroma_and_the_selection_rules() {
     let mut s = fixture_session().await;
     let mut per_file_rule_mattered = false;
     let mut fill_used = false;
@@ -475,7 +475,7 @@ async fn issue2_every_argument_combination_matches_chroma_and_the_selection_rule
 }
 
 #[tokio::test]
-async fn issue2_no_match_texts_with_and_without_source() {
+async fn no_match_texts_with_and_without_source() {
     let mut s = fixture_session().await;
     let cases = [
         (json!({"query": "configuration", "path": "nothing/here/*"}), NO_MATCH),
@@ -506,7 +506,7 @@ async fn issue2_no_match_texts_with_and_without_source() {
 // -------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn issue2_cafe_link_is_percent_encoded_and_whole_result_is_exact() {
+async fn cafe_link_is_percent_encoded_and_whole_result_is_exact() {
     let mut s = fixture_session().await;
     let result = s.call_tool("search", json!({"query": "kiosk", "path": "docs/café.md", "limit": 1})).await;
     assert_eq!(
@@ -524,7 +524,7 @@ async fn issue2_cafe_link_is_percent_encoded_and_whole_result_is_exact() {
 }
 
 #[tokio::test]
-async fn issue2_four_backtick_fence_in_markdown_gets_a_five_backtick_fence() {
+async fn four_backtick_fence_in_markdown_gets_a_five_backtick_fence() {
     let mut s = fixture_session().await;
     let result = s
         .call_tool("search", json!({"query": "retry policy", "path": "docs/guides/configuration.md", "limit": 5}))
@@ -549,7 +549,7 @@ async fn issue2_four_backtick_fence_in_markdown_gets_a_five_backtick_fence() {
 }
 
 #[tokio::test]
-async fn issue2_go_symbol_context_and_files_without_symbol() {
+async fn go_symbol_context_and_files_without_symbol() {
     let mut s = fixture_session().await;
     let result =
         s.call_tool("search", json!({"query": "Load config", "path": "internal/config/config.go", "limit": 5})).await;
@@ -589,7 +589,7 @@ async fn issue2_go_symbol_context_and_files_without_symbol() {
 }
 
 #[tokio::test]
-async fn issue2_plain_text_single_line_and_leading_blank_lines() {
+async fn plain_text_single_line_and_leading_blank_lines() {
     let mut s = fixture_session().await;
     // docs/notes.txt chunk 4: type text, no language (a bare fence), no context, and a body that
     // starts with blank lines after the prefix (trimmed away).
@@ -628,7 +628,7 @@ async fn issue2_plain_text_single_line_and_leading_blank_lines() {
 /// Tool-result text reaches the client as it was rendered: `&`, `<` and non-ASCII included
 /// (how the envelope escapes them is free, CONTRACT §6).
 #[tokio::test]
-async fn issue2_result_text_survives_the_wire() {
+async fn result_text_survives_the_wire() {
     let mut s = fixture_session().await;
     let (frame, result) =
         call_raw(&s, json!({"query": "withRetry open store", "path": "internal/store/store.go", "limit": 7})).await;
@@ -646,7 +646,7 @@ async fn issue2_result_text_survives_the_wire() {
 // -------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn issue2_snapshots_of_representative_searches() {
+async fn snapshots_of_representative_searches() {
     let mut s = fixture_session().await;
     let searches = [
         ("config_loaded_and_validated", json!({"query": "where is the configuration loaded and validated"})),
@@ -697,7 +697,7 @@ async fn branch_collection(name: &str) -> String {
 }
 
 #[tokio::test]
-async fn issue2_branches_duplicates_and_links_without_commit() {
+async fn branches_duplicates_and_links_without_commit() {
     const NAME: &str = "e2e-stdio-branches";
     let id = branch_collection(NAME).await;
     let chroma = support::chroma().url();
@@ -749,7 +749,7 @@ async fn issue2_branches_duplicates_and_links_without_commit() {
 // -------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn issue2_missing_collection_reports_chroma_404() {
+async fn missing_collection_reports_chroma_404() {
     let f = support::fixture();
     let mut s = Server::with_backends(&f.chroma_url, "no-such-collection", &f.embed_url).stdio().await;
     let result = s.call_tool("search", json!({"query": "configuration"})).await;
@@ -763,7 +763,7 @@ async fn issue2_missing_collection_reports_chroma_404() {
 }
 
 #[tokio::test]
-async fn issue2_embed_server_down_reports_the_transport_error() {
+async fn embed_server_down_reports_the_transport_error() {
     let f = support::fixture();
     // A port that nothing listens on.
     let port = support::free_port();
@@ -787,7 +787,7 @@ async fn issue2_embed_server_down_reports_the_transport_error() {
 /// Secrets from `--bearer-token` and `--embedding-api-key` appear neither on stdout nor on stderr,
 /// even with `--debug` and even when a backend echoes them back in an error body.
 #[tokio::test]
-async fn issue2_secrets_never_reach_stdout_or_stderr() {
+async fn secrets_never_reach_stdout_or_stderr() {
     const BEARER: &str = "sekret-bearer-4f1c9e";
     const EMBED_KEY: &str = "sekret-embed-77ab01";
     let f = support::fixture();
@@ -848,7 +848,7 @@ async fn issue2_secrets_never_reach_stdout_or_stderr() {
 // -------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn issue2_eof_after_calls_exits_cleanly_with_only_frames_on_stdout() {
+async fn eof_after_calls_exits_cleanly_with_only_frames_on_stdout() {
     let mut s = Server::fixture().raw_stdio().await;
     s.initialize().await;
     let ids = [
@@ -924,7 +924,7 @@ async fn rust_log_chooses_what_is_logged() {
 /// The collection id may be cached, but a collection that was deleted and created again (a new
 /// id) must still be found, as the reference finds it by looking it up on every call.
 #[tokio::test]
-async fn issue2_recreated_collection_is_found_again() {
+async fn recreated_collection_is_found_again() {
     const NAME: &str = "e2e-stdio-recreate";
     let chroma = support::chroma().url();
     let first = support::load_fixture_subset(chroma, NAME, |r| r["metadata"]["path"] == "docs/café.md").await;

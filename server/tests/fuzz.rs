@@ -198,7 +198,7 @@ fn server() -> Server {
 }
 
 #[tokio::test]
-async fn issue10_fuzz_stdio() {
+async fn fuzz_stdio() {
     let started = Instant::now();
     let mut rng = fastrand::Rng::with_seed(SEED);
     let seeds = seeds();
@@ -269,7 +269,7 @@ fn answered_ids(lines: &[String]) -> HashSet<String> {
 }
 
 #[tokio::test]
-async fn issue10_fuzz_http() {
+async fn fuzz_http() {
     let started = Instant::now();
     let mut rng = fastrand::Rng::with_seed(SEED ^ 0x4854_5450);
     let seeds = seeds();

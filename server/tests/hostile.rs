@@ -71,7 +71,7 @@ fn assert_short(text: &str, input: &str) {
 const CAP_WORDS: [&str; 4] = ["too long", "at most", "too complex", "Invalid path_glob"];
 
 #[tokio::test]
-async fn issue12_every_argument_cap_over_stdio() {
+async fn every_argument_cap_over_stdio() {
     let dir = tempfile::tempdir().unwrap();
     index(&corpus(), dir.path(), "acme", "widgets", "main").await;
     let store = dir.path().to_str().unwrap().to_owned();
@@ -262,7 +262,7 @@ async fn issue12_every_argument_cap_over_stdio() {
 /// A frame over the stdio cap (bytes no client sends) is refused and skipped as it streams by; the
 /// session goes on.
 #[tokio::test]
-async fn issue12_a_frame_over_the_stdio_cap_is_skipped() {
+async fn a_frame_over_the_stdio_cap_is_skipped() {
     let mut s =
         Server::with_backends("http://127.0.0.1:9", "unused", "http://127.0.0.1:9").timeout(BUDGET).raw_stdio().await;
     s.initialize().await;
@@ -582,12 +582,12 @@ async fn run_malformed(drop_in: bool) -> Tally {
 }
 
 #[tokio::test]
-async fn issue12_malformed_replies_in_the_drop_in() {
+async fn malformed_replies_in_the_drop_in() {
     run_malformed(true).await.print("malformed replies (drop-in)");
 }
 
 #[tokio::test]
-async fn issue12_malformed_replies_in_serve() {
+async fn malformed_replies_in_serve() {
     run_malformed(false).await.print("malformed replies (serve)");
 }
 
@@ -596,7 +596,7 @@ async fn issue12_malformed_replies_in_serve() {
 /// a star-heavy path under the cap that Chroma refuses keeps the reference's text (HTTP 500); one
 /// over the cap is refused at once.
 #[tokio::test]
-async fn issue12_drop_in_path_cap_matches_what_chroma_compiles() {
+async fn drop_in_path_cap_matches_what_chroma_compiles() {
     let mut s = Server::fixture().args(["--retry-attempts", "1"]).timeout(BUDGET).stdio().await;
     let mut tally = Tally::default();
     let widest = "a".repeat(327_628);

@@ -28,7 +28,7 @@ fn nav(allow: bool) -> (tempfile::TempDir, Arc<NavService>) {
 }
 
 #[tokio::test]
-async fn issue5_add_repository_refusals_with_the_setting_off() {
+async fn add_repository_refusals_with_the_setting_off() {
     let (_dir, nav) = nav(false);
     for (url, message) in [
         (
@@ -80,7 +80,7 @@ async fn issue5_add_repository_refusals_with_the_setting_off() {
 }
 
 #[test]
-fn issue5_preflight_messages() {
+fn preflight_messages() {
     let gh = parse_url("https://github.com/octo/demo", false).unwrap();
     let gl = parse_url("https://gitlab.com/group/project", false).unwrap();
     let e = |u: &RepoUrl, stderr: &str| preflight_error(u, stderr, false);
@@ -111,7 +111,7 @@ fn issue5_preflight_messages() {
 }
 
 #[tokio::test]
-async fn issue5_add_repository_end_to_end_against_a_loopback_git_server() {
+async fn add_repository_end_to_end_against_a_loopback_git_server() {
     let base = tempfile::tempdir().unwrap();
     let (_daemon, port) = serve_git(base.path());
     let url = format!("git://127.0.0.1:{port}/demo/widgets.git");
@@ -206,7 +206,7 @@ fn chunks() -> Vec<rr_core::Chunk> {
 }
 
 #[test]
-fn issue5_files_reassembled_from_chroma_records() {
+fn files_reassembled_from_chroma_records() {
     let chunks = chunks();
     let corpus = support::nav::corpus();
     let mut paths: Vec<String> = chunks.iter().map(|c| c.metadata.path.clone()).collect();
@@ -255,7 +255,7 @@ fn http_stub(response: String) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
 }
 
 #[tokio::test]
-async fn issue12_git_never_follows_a_redirect() {
+async fn git_never_follows_a_redirect() {
     // The "metadata service" a redirect would lead to, on another port.
     let (target, target_hits) =
         http_stub("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n".into());

@@ -99,7 +99,7 @@ fn corpus_paths() -> Vec<String> {
 }
 
 #[tokio::test]
-async fn issue5_chroma_repositories_and_whole_files_rebuilt_from_chunks() {
+async fn chroma_repositories_and_whole_files_rebuilt_from_chunks() {
     let nav = chroma_nav(&fixture().collection).await;
     let list = ok(&nav, "list_repositories", json!({})).await;
     let repos = list["repositories"].as_array().unwrap();
@@ -157,7 +157,7 @@ async fn issue5_chroma_repositories_and_whole_files_rebuilt_from_chunks() {
 /// into the collection with our indexer, then served like the reference
 /// indexer's records beside it.
 #[tokio::test]
-async fn issue5_chroma_add_repository_indexes_into_the_collection() {
+async fn chroma_add_repository_indexes_into_the_collection() {
     let f = fixture();
     let name = "nav-add-repository";
     let collection_id = support::load_fixture(&f.chroma_url, name).await;
@@ -198,7 +198,7 @@ async fn issue5_chroma_add_repository_indexes_into_the_collection() {
 }
 
 #[tokio::test]
-async fn issue5_chroma_a_deleted_chunk_is_reported_as_missing_lines() {
+async fn chroma_a_deleted_chunk_is_reported_as_missing_lines() {
     let f = fixture();
     let name = "nav-deleted-chunk";
     let id = support::load_fixture(&f.chroma_url, name).await;
@@ -261,7 +261,7 @@ async fn issue5_chroma_a_deleted_chunk_is_reported_as_missing_lines() {
 /// The same corpus over both stores: where the records are identical the
 /// tools agree; the differences are the three files of [`NOT_BYTE_EXACT`].
 #[tokio::test]
-async fn issue5_chroma_agrees_with_the_embedded_store() {
+async fn chroma_agrees_with_the_embedded_store() {
     let chroma = chroma_nav(&fixture().collection).await;
     let (_dir, embedded) = embedded_nav().await;
 
@@ -352,7 +352,7 @@ fn serve_chroma_args() -> Vec<String> {
 }
 
 #[tokio::test]
-async fn issue5_serve_chroma_url_with_all_tools_over_stdio() {
+async fn serve_chroma_url_with_all_tools_over_stdio() {
     let mut mcp = Server::new().args(serve_chroma_args()).stdio().await;
     let tools = mcp.list_tools().await;
     let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
@@ -385,7 +385,7 @@ async fn issue5_serve_chroma_url_with_all_tools_over_stdio() {
 /// `serve --chroma-url` selects as the drop-in (two results per file first) unless `--per-file`
 /// says otherwise.
 #[tokio::test]
-async fn issue9_serve_chroma_url_takes_per_file() {
+async fn serve_chroma_url_takes_per_file() {
     let args = json!({"query": "where is the configuration loaded and validated", "limit": 5});
     let mut mcp = Server::new().args(serve_chroma_args()).stdio().await;
     let default = mcp.call_tool("search", args.clone()).await;
@@ -406,7 +406,7 @@ async fn issue9_serve_chroma_url_takes_per_file() {
 /// The limit counts every `tools/call` of a client address, `search`
 /// included: the fourth call within the minute is refused whatever the tool.
 #[tokio::test]
-async fn issue5_rate_limit_over_http_counts_every_tool() {
+async fn rate_limit_over_http_counts_every_tool() {
     let mut mcp = Server::new().args(serve_chroma_args()).args(["--rate-limit", "3"]).http().await;
     let client = mcp.client().await;
     let started = Instant::now();

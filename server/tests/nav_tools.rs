@@ -22,7 +22,7 @@ async fn fixture(config: NavConfig) -> (tempfile::TempDir, Arc<NavService>) {
 }
 
 #[tokio::test]
-async fn issue5_list_repositories_and_resolution() {
+async fn list_repositories_and_resolution() {
     let (_dir, nav) = fixture(off()).await;
     let list = ok(&nav, "list_repositories", json!({})).await;
     let repo = &list["repositories"][0];
@@ -91,7 +91,7 @@ async fn issue5_list_repositories_and_resolution() {
 }
 
 #[tokio::test]
-async fn issue5_nothing_indexed_yet() {
+async fn nothing_indexed_yet() {
     let dir = tempfile::tempdir().unwrap();
     let nav = repo_retriever::nav_embedded::open_dir(dir.path(), off()).unwrap();
     assert_eq!(ok(&nav, "list_repositories", json!({})).await, json!({"repositories": []}));
@@ -102,7 +102,7 @@ async fn issue5_nothing_indexed_yet() {
 }
 
 #[tokio::test]
-async fn issue5_search_code() {
+async fn search_code() {
     let (_dir, nav) = fixture(off()).await;
     let r = ok(&nav, "search_code", json!({"query": "withRetry", "repository": "acme/widgets", "limit": 2})).await;
     assert_eq!(r["query"], "withRetry");
@@ -158,7 +158,7 @@ async fn issue5_search_code() {
 }
 
 #[tokio::test]
-async fn issue5_search_is_unavailable_when_the_catalogue_fails() {
+async fn search_is_unavailable_when_the_catalogue_fails() {
     let (dir, nav) = fixture(off()).await;
     // Break the full-text table under the service: the query fails and the client sees the
     // generic message, never the SQLite detail.
@@ -168,7 +168,7 @@ async fn issue5_search_is_unavailable_when_the_catalogue_fails() {
 }
 
 #[tokio::test]
-async fn issue5_get_file() {
+async fn get_file() {
     let (_dir, nav) = fixture(off()).await;
     let r = ok(
         &nav,
@@ -214,7 +214,7 @@ async fn issue5_get_file() {
 }
 
 #[tokio::test]
-async fn issue5_get_file_caps_at_400_lines_and_100000_characters() {
+async fn get_file_caps_at_400_lines_and_100000_characters() {
     let src = tempfile::tempdir().unwrap();
     let long: String = (1..=1000).map(|i| format!("line {i}\n")).collect();
     std::fs::write(src.path().join("long.txt"), &long).unwrap();
@@ -238,7 +238,7 @@ async fn issue5_get_file_caps_at_400_lines_and_100000_characters() {
 }
 
 #[tokio::test]
-async fn issue5_list_definitions_and_analyze_repository() {
+async fn list_definitions_and_analyze_repository() {
     let (_dir, nav) = fixture(off()).await;
     let r = ok(
         &nav,
@@ -279,7 +279,7 @@ async fn issue5_list_definitions_and_analyze_repository() {
 }
 
 #[tokio::test]
-async fn issue5_find_patterns() {
+async fn find_patterns() {
     let (_dir, nav) = fixture(off()).await;
     let r = ok(&nav, "find_patterns", json!({"repository": "acme/widgets", "pattern": "withRetry"})).await;
     assert_eq!(r["regex"], false);
@@ -310,7 +310,7 @@ async fn issue5_find_patterns() {
 }
 
 #[tokio::test]
-async fn issue5_pathological_regex_returns_within_the_budget_and_lists_the_file() {
+async fn pathological_regex_returns_within_the_budget_and_lists_the_file() {
     let src = tempfile::tempdir().unwrap();
     for name in ["big.txt", "huge.txt", "small.txt"] {
         std::fs::write(src.path().join(name), "aaaa\n").unwrap();
@@ -352,7 +352,7 @@ async fn issue5_pathological_regex_returns_within_the_budget_and_lists_the_file(
 /// Issue #10: `serve --store DIR --tools all` opens the store once; search
 /// and the navigation tools share the one in-memory index.
 #[tokio::test]
-async fn issue10_search_and_navigation_share_one_open_store() {
+async fn search_and_navigation_share_one_open_store() {
     let dir = tempfile::tempdir().unwrap();
     index(&corpus(), dir.path(), "acme", "widgets", "main").await;
     let choice = repo_retriever::local::RetrievalChoice::default();
@@ -392,7 +392,7 @@ fn read_params(uri: &str) -> ReadResourceRequestParams {
 }
 
 #[tokio::test]
-async fn issue5_resources() {
+async fn resources() {
     let (_dir, nav) = fixture(off()).await;
     let client = support::in_process(server_for(&nav, true)).await;
     let list = json!(client.list_resources(None).await.unwrap());
@@ -443,7 +443,7 @@ async fn issue5_resources() {
 }
 
 #[tokio::test]
-async fn issue5_search_only_service_is_unchanged() {
+async fn search_only_service_is_unchanged() {
     let (_dir, nav) = fixture(off()).await;
     let client = support::in_process(server_for(&nav, false)).await;
     let tools = client.list_tools(None).await.unwrap().tools;

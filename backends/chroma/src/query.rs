@@ -229,7 +229,7 @@ mod tests {
     /// turned into "no results" or a `/@` result is an error naming what
     /// was wrong.
     #[test]
-    fn issue12_malformed_replies_are_errors() {
+    fn malformed_replies_are_errors() {
         let prefix = "Chroma query returned a malformed reply: ";
         let table = [
             ("{}", "`ids` holds 0 lists for 1 query embedding"),

@@ -257,7 +257,7 @@ fn retry_after(status: u16, value: &str) -> Reply {
 /// Issue 12: `Retry-After` on a 429 or 503 is waited (up to the cap), never
 /// less than the schedule; on other statuses it is ignored.
 #[tokio::test]
-async fn issue12_retry_after_is_honoured_up_to_the_cap() {
+async fn retry_after_is_honoured_up_to_the_cap() {
     let server = FakeServer::sequence(vec![
         retry_after(429, "3"),
         retry_after(503, "86400"),
@@ -275,7 +275,7 @@ async fn issue12_retry_after_is_honoured_up_to_the_cap() {
 /// Issue 12: a reply over the 16 MiB read limit is named as such, and the
 /// rest of it is not read.
 #[tokio::test]
-async fn issue12_an_oversized_reply_is_named_as_such() {
+async fn an_oversized_reply_is_named_as_such() {
     let server = FakeServer::sequence(vec![Reply::Huge { len: rr_http::MAX_RESPONSE_BYTES + 1, byte: b' ' }]).await;
     let client = instant_client(settings(3));
     let err = get(&client, &format!("{}/x", server.url())).await.unwrap_err();
@@ -291,7 +291,7 @@ async fn issue12_an_oversized_reply_is_named_as_such() {
 
 /// Issue 12: a body that trickles forever ends at the attempt's deadline.
 #[tokio::test]
-async fn issue12_a_slow_body_ends_at_the_deadline() {
+async fn a_slow_body_ends_at_the_deadline() {
     let server =
         FakeServer::sequence(vec![Reply::Trickle { chunk: b" ".to_vec(), every: Duration::from_millis(50) }]).await;
     let mut s = settings(1);
@@ -311,7 +311,7 @@ async fn issue12_a_slow_body_ends_at_the_deadline() {
 /// Issue 12: the summary a client outside the drop-in sees names the
 /// operation and status, never the body or the URL.
 #[tokio::test]
-async fn issue12_summaries_keep_urls_and_bodies_out() {
+async fn summaries_keep_urls_and_bodies_out() {
     let server = FakeServer::sequence(vec![Reply::status(500, "internal detail at http://10.0.0.7:8000")]).await;
     let client = instant_client(settings(1));
     let err = get(&client, &format!("{}/x", server.url())).await.unwrap_err();

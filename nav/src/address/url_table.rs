@@ -313,7 +313,7 @@ fn literal_of(url: &str) -> Option<IpAddr> {
 }
 
 #[test]
-fn issue12_url_table() {
+fn url_table() {
     let rows: Vec<Row> = [v4_rows(), v6_rows(), shape_rows(), name_rows()].concat();
     let (mut allowed, mut refused) = (0, 0);
     for Row { url, allow_loopback, resolves, want } in &rows {
