@@ -2,12 +2,12 @@
 //! and the precedence flag > environment > YAML, made visible through which Chroma collection a
 //! search reaches.
 
-mod support;
+use crate::support;
 
 use std::process::Output;
 
+use crate::support::{Server, is_error, tool_text};
 use serde_json::json;
-use support::{Server, is_error, tool_text};
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()

@@ -4,13 +4,11 @@
 //! `eval generate` on the fixture corpus, and `eval suite` on a one-repository
 //! suite over it.
 
-mod support;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
+use crate::support::{index, server_bin, testdata_dir};
 use serde_json::Value;
-use support::{index, server_bin, testdata_dir};
 
 fn run(args: &[&str]) -> Output {
     Command::new(server_bin())

@@ -6,12 +6,12 @@
 //! fusion of one list keeps its order) plus the one skip line; with every store failing it is a
 //! tool error naming each failure.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 
+use crate::support::{Server, excerpt_files, is_error, most_per_file, tool_text};
 use serde_json::json;
-use support::{Server, excerpt_files, is_error, most_per_file, tool_text};
 
 #[tokio::test]
 async fn plugins_lists_the_builtins_of_the_final_binary() {

@@ -6,15 +6,15 @@
 //! body of the wire report §5, the `Authorization` pass-through (seen by a recording proxy in
 //! front of the real Chroma) and the one JSON log line per request on stdout.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
-use reqwest::Method;
-use serde_json::{Value, json};
-use support::{
+use crate::support::{
     Ordered, Recorder, Server, contract_select, found_line, is_error, raw_candidates, shown_results, tool_text,
 };
+use reqwest::Method;
+use serde_json::{Value, json};
 
 /// A POST to `/mcp` with the given headers only (no defaults), returning status, headers, body.
 async fn post_raw(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, reqwest::header::HeaderMap, String) {

@@ -2,14 +2,14 @@
 //! `search` it, re-index safely, index into the real Chroma, and serve MCP
 //! over the store (issue #4).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use crate::support::{EMBED_MODEL, Server, excerpt_files, fixture, server_bin, testdata_dir, tool_text};
 use rr_testkit::{copy_dir, git};
 use serde_json::{Value, json};
-use support::{EMBED_MODEL, Server, excerpt_files, fixture, server_bin, testdata_dir, tool_text};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 

@@ -5,12 +5,12 @@
 //! contract's query, the rerank documents are built from CONTRACT §2 step 4, the scores come from
 //! the embed server itself, and the selection rules are applied to the stably sorted list.
 
-mod support;
+use crate::support;
 
-use serde_json::{Value, json};
-use support::{
+use crate::support::{
     RawCandidate, Recorder, Server, contract_select, found_line, is_error, raw_candidates, shown_results, tool_text,
 };
+use serde_json::{Value, json};
 
 const RERANK_MODEL: &str = "hash-rerank";
 

@@ -9,14 +9,14 @@
 //! Chroma the query the contract describes and applies the contract's selection rules to Chroma's
 //! raw answer, independently of our crates.
 
-mod support;
+use crate::support;
 
-use rmcp::model::ClientRequest;
-use serde_json::{Value, json};
-use support::{
+use crate::support::{
     NO_MATCH, NO_MATCH_WITH_SOURCE, Recorder, Server, contract_select, found_line, is_error, raw_candidates,
     shown_results, tool_text,
 };
+use rmcp::model::ClientRequest;
+use serde_json::{Value, json};
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 

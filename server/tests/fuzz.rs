@@ -14,13 +14,11 @@
 //! The backends point at a closed port, so tool calls fail fast inside the server: the fuzz is of
 //! the protocol layer, not of the search.
 
-mod support;
-
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
+use crate::support::Server;
 use serde_json::{Value, json};
-use support::Server;
 
 /// Messages per transport.
 const MESSAGES: usize = 10_000;

@@ -2,7 +2,7 @@
 //! server come up, the fixture records load exactly as given, and a query embedded by the embed server
 //! finds the right file through Chroma's own REST API.
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 

@@ -9,15 +9,13 @@
 //! - every call returns before its budget runs out, the server's resident memory after the suite
 //!   is within 100 MB of its start, and no secret appears in a tool text or on stderr (`--debug`).
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::nav::{corpus, index};
+use crate::support::{McpClient, Server, is_error, tool_text};
 use rr_http::test_util::{FakeServer, Reply};
 use serde_json::{Value, json};
-use support::nav::{corpus, index};
-use support::{McpClient, Server, is_error, tool_text};
 
 /// What one call may take, with a generous margin: the caps exist so that no call comes near it.
 const BUDGET: Duration = Duration::from_secs(60);

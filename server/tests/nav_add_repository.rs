@@ -4,16 +4,16 @@
 //! 127.0.0.1 with the setting on. Also the reassembly of files from the
 //! reference indexer's Chroma records.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::serve_git;
 use repo_retriever::nav::add_repository::{RepoUrl, parse_url, preflight_error};
 use repo_retriever::nav::reassemble::{missing_note, reassemble};
 use repo_retriever::nav::{NavConfig, NavService};
 use serde_json::{Value, json};
-use support::serve_git;
 
 async fn err(nav: &Arc<NavService>, args: Value) -> String {
     nav.call("add_repository", Some(&args)).await.unwrap().expect_err("refused")

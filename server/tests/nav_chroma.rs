@@ -5,20 +5,22 @@
 //! `serve --chroma-url … --tools all` over stdio, the drop-in flags alone
 //! still listing `search` only, and the HTTP rate limit.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::support::nav::{ALL_TOOLS, COMMIT, corpus, err, index_chunked, off, ok, wait_until_indexed};
+use crate::support::{
+    DATABASE, EMBED_MODEL, Server, TENANT, excerpt_files, fixture, is_error, most_per_file, tool_text,
+};
 use repo_retriever::local::ChromaTarget;
 use repo_retriever::nav::{NavConfig, NavService};
 use repo_retriever::nav_chroma::ChromaSource;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_http::{HttpClient, HttpSettings};
 use serde_json::{Value, json};
-use support::nav::{ALL_TOOLS, COMMIT, corpus, err, index_chunked, off, ok, wait_until_indexed};
-use support::{DATABASE, EMBED_MODEL, Server, TENANT, excerpt_files, fixture, is_error, most_per_file, tool_text};
 
 /// Files of the corpus the reference indexer did not keep byte for byte:
 /// it drops a UTF-8 byte-order mark and reads CRLF line ends as LF before

@@ -3,16 +3,16 @@
 //! resources, add_repository against a loopback git server (with the test
 //! setting on) and its refusals (with it off). (The rate limit is an HTTP layer: rr-mcp's tests.)
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::support::nav::{ALL_TOOLS, COMMIT, corpus, err, index, off, ok};
 use repo_retriever::mcp_nav::NavTools;
 use repo_retriever::nav::{NavConfig, NavService};
 use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
-use support::nav::{ALL_TOOLS, COMMIT, corpus, err, index, off, ok};
 
 async fn fixture(config: NavConfig) -> (tempfile::TempDir, Arc<NavService>) {
     let dir = tempfile::tempdir().unwrap();

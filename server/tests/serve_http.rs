@@ -3,13 +3,13 @@
 //! batch are refused without a valid token before any MCP processing; a read-only token cannot
 //! change the index; no token ever shows in a log line or on stderr.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::support::{McpHttp, Server, index, is_error, testdata_dir, tool_text};
 use serde_json::{Value, json};
-use support::{McpHttp, Server, index, is_error, testdata_dir, tool_text};
 
 const ADMIN: &str = "admin-token-5f1c2a9e7b3d";
 const READER: &str = "reader-token-8e4d6b2a1c9f";

@@ -1,4 +1,5 @@
-//! Shared support for the integration tests of `repo-retriever` (each test file says `mod support;`).
+//! Shared support for the integration tests of `repo-retriever` (`tests/main.rs` declares it once,
+//! each test module says `use crate::support;`).
 //!
 //! The tests run against the real thing: a real Chroma 1.5.9 server and the deterministic
 //! OpenAI-compatible embed server from `testdata/embed_server.py`, both started once per test
