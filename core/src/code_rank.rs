@@ -147,11 +147,9 @@ fn is_type_name(word: &str) -> bool {
         && !QUESTION_WORDS.contains(&word.to_ascii_lowercase().as_str())
 }
 
-/// Words that open a question rather than name a type.
-const QUESTION_WORDS: &[&str] = &[
-    "how", "what", "where", "when", "which", "why", "who", "does", "is", "are", "can", "should", "find", "show",
-    "list", "get",
-];
+/// Words that open a question rather than name a type, besides the stop
+/// words (`how`, `what`, `does`, …).
+const QUESTION_WORDS: &[&str] = &["find", "show", "list", "get"];
 
 /// The identifier of a query that is one (possibly qualified: `a.b`, `a::b`,
 /// `a->b`, `A\B`): one that is written as code (a capital, an underscore,

@@ -31,6 +31,18 @@ pub struct SearchFilter {
 }
 
 impl SearchFilter {
+    /// A filter by source (empty strings match anything) and path pattern
+    /// (an empty or invalid one matches any path), no language or kind.
+    pub fn scoped(organization: &str, repository: &str, branch: &str, path: &str) -> Self {
+        SearchFilter {
+            organization: organization.into(),
+            repository: repository.into(),
+            branch: branch.into(),
+            path: PathGlob::new(path),
+            ..Default::default()
+        }
+    }
+
     /// The non-empty metadata equalities, in the fixed order
     /// organization, repository, branch.
     pub fn metadata_equalities(&self) -> Vec<(&'static str, &str)> {

@@ -175,16 +175,10 @@ impl VectorStore for ChromaStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rr_core::{Metadata, PathGlob};
+    use rr_core::Metadata;
 
     fn filter(org: &str, repo: &str, branch: &str, path: &str) -> SearchFilter {
-        SearchFilter {
-            organization: org.into(),
-            repository: repo.into(),
-            branch: branch.into(),
-            path: PathGlob::new(path),
-            ..Default::default()
-        }
+        SearchFilter::scoped(org, repo, branch, path)
     }
 
     #[test]

@@ -12,7 +12,7 @@ mod writes;
 use std::sync::{Arc, Mutex};
 
 use rr_chroma::{ChromaConfig, ChromaStore};
-use rr_core::{CallContext, PathGlob, SearchFilter, VectorQuery, VectorStore};
+use rr_core::{CallContext, SearchFilter, VectorQuery, VectorStore};
 use rr_http::test_util::{FakeServer, Recorded, Reply, instant_client, settings};
 use serde_json::json;
 
@@ -69,13 +69,7 @@ fn query(filter: SearchFilter) -> VectorQuery {
 }
 
 fn source(org: &str, repo: &str, branch: &str, path: &str) -> SearchFilter {
-    SearchFilter {
-        organization: org.into(),
-        repository: repo.into(),
-        branch: branch.into(),
-        path: PathGlob::new(path),
-        ..Default::default()
-    }
+    SearchFilter::scoped(org, repo, branch, path)
 }
 
 #[tokio::test]

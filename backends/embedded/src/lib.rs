@@ -380,7 +380,6 @@ impl EmbeddedStore {
         reader
             .execute_batch(
                 "CREATE VIRTUAL TABLE temp.chunks_fts_vocab USING fts5vocab(main, chunks_fts, row);
-                 CREATE VIRTUAL TABLE temp.chunks_fts_instances USING fts5vocab(main, chunks_fts, instance);
                  PRAGMA query_only = ON;",
             )
             .map_err(err(OPEN_OPERATION))?;

@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rr_core::{
-    CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, PathClass, PathGlob, SearchFilter, VectorQuery,
+    CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, PathClass, SearchFilter, VectorQuery,
     VectorStore,
 };
 use rr_embedded::{EmbeddedStore, FileEntry, FileKey, STORE_NAME, StoredFile, WriteBatch};
@@ -106,13 +106,7 @@ fn recall_at(got: &[Candidate], exact: &[(String, f64)], k: usize) -> f64 {
 }
 
 fn filter(source: (&str, &str, &str), path: &str) -> SearchFilter {
-    SearchFilter {
-        organization: source.0.into(),
-        repository: source.1.into(),
-        branch: source.2.into(),
-        path: PathGlob::new(path),
-        ..Default::default()
-    }
+    SearchFilter::scoped(source.0, source.1, source.2, path)
 }
 
 fn ids(c: &[Candidate]) -> Vec<&str> {

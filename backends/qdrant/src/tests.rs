@@ -32,17 +32,7 @@ fn payload(record: &Value, layout: &PayloadLayout) -> Map<String, Value> {
 }
 
 fn query(embedding: Vec<f32>, n: usize, org: &str, repo: &str, branch: &str, path: &str) -> VectorQuery {
-    VectorQuery {
-        embedding,
-        n_results: n,
-        filter: SearchFilter {
-            organization: org.into(),
-            repository: repo.into(),
-            branch: branch.into(),
-            path: PathGlob::new(path),
-            ..Default::default()
-        },
-    }
+    VectorQuery { embedding, n_results: n, filter: SearchFilter::scoped(org, repo, branch, path) }
 }
 
 /// The `(key, keyword)` pairs of a `must`-only filter.

@@ -106,13 +106,7 @@ async fn results_equal_an_exact_cosine_ranking_with_the_same_filters() {
             let q = VectorQuery {
                 embedding: embedding(&records[probe]),
                 n_results: n,
-                filter: SearchFilter {
-                    organization: org.into(),
-                    repository: repo.into(),
-                    branch: branch.into(),
-                    path: PathGlob::new(glob),
-                    ..Default::default()
-                },
+                filter: SearchFilter::scoped(org, repo, branch, glob),
             };
             let got = store.query(&q, &ctx).await.unwrap_or_else(|e| panic!("{collection} {glob:?}: {e}"));
             let mut expected: Vec<(f64, &Value)> = records
