@@ -83,15 +83,6 @@ pub trait VectorStore: Send + Sync {
     fn lexical(&self) -> Option<&dyn LexicalStore> {
         None
     }
-
-    /// The implementation itself, for a caller that built the store through
-    /// a registry kind it knows and needs that kind's own API as well (the
-    /// embedded default's chunk listing, its dimension before any query):
-    /// the store is then opened once. `None` (the default) keeps a store's
-    /// type private.
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        None
-    }
 }
 
 /// Scores documents against a query.

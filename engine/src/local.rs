@@ -166,12 +166,6 @@ pub enum LocalError {
     /// A `--rerank` kind that is not registered.
     #[error("--rerank: {0}")]
     Rerank(#[source] RegistryError),
-    /// The registry's `embedded` kind refused the folder (its factory's words).
-    #[error("{0}")]
-    StoreFactory(String),
-    /// The registry's `embedded` kind is not this build's embedded store.
-    #[error("the \"{}\" store kind is not the embedded store", rr_embedded::STORE_NAME)]
-    NotEmbedded,
     /// An index request with neither a store folder nor a Chroma target.
     #[error("no store to index into")]
     NoTarget,
@@ -410,25 +404,10 @@ pub fn choose_settings(
     }
 }
 
+/// The store in `dir`, opened once per process: the search engine, the
+/// navigation tools and a watch's writes share it.
 fn open_store(dir: &Path) -> Result<Arc<EmbeddedStore>, LocalError> {
-    EmbeddedStore::open(dir).map(Arc::new).map_err(|source| LocalError::OpenStore { path: dir.to_owned(), source })
-}
-
-/// The store at `dir` as the registry's `embedded` kind builds it, like any
-/// store of a stores file; the concrete store is reached behind it, not
-/// opened again.
-fn registered_store(dir: &Path) -> Result<Arc<EmbeddedStore>, LocalError> {
-    // A registry setting is JSON: a folder whose name is not UTF-8 has no
-    // spelling there, and is opened directly instead.
-    let Some(path) = dir.to_str() else { return open_store(dir) };
-    let registry = Registry::builtin()?;
-    let ctx = FactoryContext::new(crate::user_agent());
-    let store =
-        registry.store(rr_embedded::STORE_NAME, &serde_json::json!({ "path": path }), &ctx).map_err(|e| match e {
-            RegistryError::Factory { message, .. } => LocalError::StoreFactory(message),
-            other => LocalError::Registry(other),
-        })?;
-    rr_embedded::registry::embedded(store.as_ref()).ok_or(LocalError::NotEmbedded)
+    rr_embedded::registry::shared(dir).map_err(|source| LocalError::OpenStore { path: dir.to_owned(), source })
 }
 
 /// A Chroma collection to index into instead of the embedded store, with the
@@ -1229,7 +1208,7 @@ impl StoreFacets {
 pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
     let settings = read_settings(store_dir)?.ok_or_else(|| LocalError::NoIndex(store_dir.to_owned()))?;
     let embedder = embedder_for(&settings)?;
-    let store = registered_store(store_dir)?;
+    let store = open_store(store_dir)?;
     // An endpoint's dimension (0) is whatever its model makes: the store
     // fixed it at the first write and refuses vectors of another length.
     if let Some(dimension) = store.dimension()
@@ -1339,7 +1318,6 @@ mod tests {
                 LocalError::ModelDimension { dir: path.clone(), made: 768, expected: 384 },
                 "the minilm model at /s makes 768-dimensional vectors, the store expects 384",
             ),
-            (LocalError::NotEmbedded, "the \"embedded\" store kind is not the embedded store"),
             (LocalError::NoTarget, "no store to index into"),
             (LocalError::WatchNeedsEmbedded, "a watch writes into the embedded store"),
         ];

@@ -1320,6 +1320,10 @@ impl VectorStore for EmbeddedStore {
         self.blocking(QUERY_OPERATION, move |s| s.search(&query.embedding, &query.filter, query.n_results)).await
     }
 
+    async fn dimension(&self, _ctx: &CallContext) -> Result<Option<usize>, BackendError> {
+        Ok(EmbeddedStore::dimension(self))
+    }
+
     fn lexical(&self) -> Option<&dyn LexicalStore> {
         Some(self)
     }

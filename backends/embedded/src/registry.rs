@@ -1,27 +1,21 @@
 //! The `embedded` store kind of the plugin registry. Settings: `path`, the
 //! store folder (it must already hold an index).
 //!
-//! The embedded default (`serve --store`, `search`, `eval`) builds its store
-//! through this kind like every other backend, and reaches the concrete
-//! [`EmbeddedStore`] behind it with [`embedded`] rather than opening the
-//! database and its vector index a second time. Every open through this
-//! module ([`shared`]) of a folder already open in the process hands back the
-//! same store: `serve --stores FILE --tools all` reads the store folder the
-//! file names and the navigation tools read, and each open would otherwise
-//! hold its own vector index and lexical cache.
+//! Every open of a folder already open in the process hands back the same
+//! store ([`shared`]): `serve --stores FILE --tools all` reads the store
+//! folder the file names and the navigation tools read, and each open would
+//! otherwise hold its own vector index and lexical cache.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
-use async_trait::async_trait;
+use rr_core::VectorStore;
 use rr_core::registry::{FactoryContext, FactoryError};
-use rr_core::retrieval::LexicalStore;
-use rr_core::{BackendError, CallContext, Candidate, VectorQuery, VectorStore};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::{EmbeddedError, EmbeddedStore, STORE_NAME};
+use crate::{EmbeddedError, EmbeddedStore};
 
 /// The stores open in this process, by canonical folder.
 static OPEN: LazyLock<Mutex<HashMap<PathBuf, Weak<EmbeddedStore>>>> = LazyLock::new(Default::default);
@@ -49,41 +43,13 @@ struct Settings {
     path: PathBuf,
 }
 
-/// The embedded store, reporting the dimension it holds.
-struct Registered(Arc<EmbeddedStore>);
-
-/// The [`EmbeddedStore`] behind a store the registry built with the
-/// `embedded` kind; `None` for a store of any other kind.
-pub fn embedded(store: &dyn VectorStore) -> Option<Arc<EmbeddedStore>> {
-    store.as_any()?.downcast_ref::<Registered>().map(|r| r.0.clone())
-}
-
-#[async_trait]
-impl VectorStore for Registered {
-    fn name(&self) -> &str {
-        STORE_NAME
-    }
-    async fn query(&self, query: &VectorQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError> {
-        VectorStore::query(self.0.as_ref(), query, ctx).await
-    }
-    async fn dimension(&self, _ctx: &CallContext) -> Result<Option<usize>, BackendError> {
-        Ok(self.0.dimension())
-    }
-    fn lexical(&self) -> Option<&dyn LexicalStore> {
-        Some(self.0.as_ref())
-    }
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-}
-
 fn create(config: &Value, _ctx: &FactoryContext) -> Result<Arc<dyn VectorStore>, FactoryError> {
     let s: Settings = FactoryError::parse(config)?;
     if !s.path.is_dir() {
         return Err(FactoryError::new(format!("path: {} is not a store folder", s.path.display())));
     }
     shared(&s.path)
-        .map(|store| Arc::new(Registered(store)) as Arc<dyn VectorStore>)
+        .map(|store| store as Arc<dyn VectorStore>)
         .map_err(|e| FactoryError::new(format!("cannot open the store at {}: {e}", s.path.display())))
 }
 
@@ -93,29 +59,9 @@ rr_core::register_plugin!(store "embedded", create);
 mod tests {
     use super::*;
 
-    struct Other;
-
-    #[async_trait]
-    impl VectorStore for Other {
-        fn name(&self) -> &str {
-            "other"
-        }
-        async fn query(&self, _: &VectorQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
-            Ok(Vec::new())
-        }
-    }
-
-    #[test]
-    fn the_embedded_kind_hands_back_the_store_it_opened() {
-        let dir = tempfile::tempdir().unwrap();
-        let ctx = FactoryContext::new("test");
-        let built = create(&serde_json::json!({ "path": dir.path() }), &ctx).unwrap();
-        let first = embedded(built.as_ref()).expect("the embedded kind's store");
-        let second = embedded(built.as_ref()).unwrap();
-        // One open store behind the registry's handle and both callers.
-        assert!(Arc::ptr_eq(&first, &second));
-        assert_eq!(Arc::strong_count(&first), 3);
-        assert!(embedded(&Other).is_none());
+    /// Whether `store` is `embedded` itself.
+    fn same(store: &Arc<dyn VectorStore>, embedded: &Arc<EmbeddedStore>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(store), Arc::as_ptr(embedded))
     }
 
     #[test]
@@ -126,7 +72,7 @@ mod tests {
         // Another spelling of the same folder.
         let other_path = dir.path().join(".").join("..").join(dir.path().file_name().unwrap());
         let again = shared(&other_path).unwrap();
-        assert!(Arc::ptr_eq(&embedded(built.as_ref()).unwrap(), &again));
+        assert!(same(&built, &again));
         let elsewhere = tempfile::tempdir().unwrap();
         assert!(!Arc::ptr_eq(&shared(elsewhere.path()).unwrap(), &again));
         // Once nobody holds it, the next open is a new store.
@@ -135,5 +81,14 @@ mod tests {
         assert!(weak.upgrade().is_none());
         let reopened = shared(dir.path()).unwrap();
         assert_eq!(Arc::strong_count(&reopened), 1);
+    }
+
+    #[test]
+    fn a_path_that_is_not_a_folder_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let err = create(&serde_json::json!({ "path": file }), &FactoryContext::new("test")).err().unwrap();
+        assert_eq!(err.to_string(), format!("path: {} is not a store folder", file.display()));
     }
 }
