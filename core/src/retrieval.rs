@@ -130,24 +130,41 @@ impl HybridOptions {
     }
 
     /// Refuses weights that would make the fused order meaningless; `key`
-    /// names each setting as the operator wrote it (`--hybrid-rrf-k`).
-    pub fn validate(&self, key: impl Fn(&str) -> String) -> Result<(), String> {
+    /// names each setting (`weight_dense`, `rrf_k`, ...) as the operator wrote
+    /// it (`--hybrid-rrf-k`).
+    pub fn validate(&self, key: impl Fn(&str) -> String) -> Result<(), RetrievalSettingError> {
         for (name, value) in [("weight_dense", self.weight_dense), ("weight_lexical", self.weight_lexical)] {
             if !(value.is_finite() && value >= 0.0) {
-                return Err(format!("{}: must be a non-negative number, not {value}", key(name)));
+                return Err(RetrievalSettingError::Negative { key: key(name), value });
             }
         }
         if self.weight_dense == 0.0 && self.weight_lexical == 0.0 {
-            return Err(format!("{} and {} cannot both be 0", key("weight_dense"), key("weight_lexical")));
+            return Err(RetrievalSettingError::NoWeight { dense: key("weight_dense"), lexical: key("weight_lexical") });
         }
         if !(self.rrf_k.is_finite() && self.rrf_k > 0.0) {
-            return Err(format!("{}: must be a positive number, not {}", key("rrf_k"), self.rrf_k));
+            return Err(RetrievalSettingError::NotPositive { key: key("rrf_k"), value: self.rrf_k });
         }
         if self.depth == 0 {
-            return Err(format!("{}: must be at least 1", key("depth")));
+            return Err(RetrievalSettingError::Zero { key: key("depth") });
         }
         Ok(())
     }
+}
+
+/// A retrieval setting refused, named by its key as the operator wrote it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RetrievalSettingError {
+    #[error("{key}: must be a non-negative number, not {value}")]
+    Negative { key: String, value: f64 },
+    #[error("{dense} and {lexical} cannot both be 0")]
+    NoWeight { dense: String, lexical: String },
+    #[error("{key}: must be a positive number, not {value}")]
+    NotPositive { key: String, value: f64 },
+    #[error("{key}: must be at least 1")]
+    Zero { key: String },
+    /// A hybrid setting with another mode, where it would silently do nothing.
+    #[error("{key}: applies to hybrid retrieval only, not {mode}")]
+    HybridOnly { key: String, mode: RetrievalMode },
 }
 
 /// Weighted reciprocal-rank fusion of rankings given as keys, best first:
@@ -458,11 +475,11 @@ mod tests {
         let key = |k: &str| format!("--hybrid-{k}");
         let bad = HybridOptions { weight_dense: 0.0, weight_lexical: 0.0, ..Default::default() };
         assert_eq!(
-            bad.validate(key).unwrap_err(),
+            bad.validate(key).unwrap_err().to_string(),
             "--hybrid-weight_dense and --hybrid-weight_lexical cannot both be 0"
         );
         let bad = HybridOptions { rrf_k: 0.0, ..Default::default() };
-        assert_eq!(bad.validate(key).unwrap_err(), "--hybrid-rrf_k: must be a positive number, not 0");
+        assert_eq!(bad.validate(key).unwrap_err().to_string(), "--hybrid-rrf_k: must be a positive number, not 0");
         assert!(HybridOptions::default().validate(key).is_ok());
     }
 

@@ -12,11 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::retrieval::RetrievalSettings;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
 use rr_core::{
-    BackendError, EmbeddedChunk, Embedder, HybridOptions, IndexStore, PipelineOptions, RerankChain, Reranker,
-    RetrievalMode, SearchEngine, VectorStore,
+    BackendError, EmbeddedChunk, Embedder, HybridOptions, IndexStore, PipelineOptions, Reranker, RetrievalMode,
+    SearchEngine,
 };
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_http::{HttpClient, HttpSettings};
@@ -151,21 +152,9 @@ pub enum LocalError {
         store.display()
     )]
     KeepsEndpoint { store: PathBuf, kept: String, asked_model: String, asked_url: String },
-    /// Retrieval settings that do not go together (core's wording).
-    #[error("{0}")]
-    Retrieval(String),
-    /// `--rerank-min-score` without `--rerank`.
-    #[error("--rerank-min-score: needs --rerank, whose last stage's scores it cuts")]
-    MinScoreWithoutRerank,
-    /// `--rerank-min-score NaN`.
-    #[error("--rerank-min-score: must be a number, not {0}")]
-    MinScoreNotANumber(f64),
-    /// A `--rerank` kind refused its default settings.
-    #[error("--rerank: {0} ({RERANK_SETTINGS_HINT})")]
-    RerankSettings(#[source] RegistryError),
-    /// A `--rerank` kind that is not registered.
-    #[error("--rerank: {0}")]
-    Rerank(#[source] RegistryError),
+    /// Retrieval settings that do not go together.
+    #[error(transparent)]
+    Retrieval(#[from] rr_core::retrieval::RetrievalSettingError),
     /// An index request with neither a store folder nor a Chroma target.
     #[error("no store to index into")]
     NoTarget,
@@ -1020,39 +1009,29 @@ fn chroma_target(target: &ChromaTarget) -> Result<(ChromaStore, OpenAiEmbedder),
 /// The search engine over an existing store, in the default retrieval
 /// mode, without reranking.
 pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
-    engine_with(store_dir, &RetrievalChoice::default(), None)
+    let open = open(store_dir)?;
+    let retrieval = RetrievalSettings::default().resolve(open.store.as_ref(), open.embedder.as_ref(), str::to_owned)?;
+    Ok(engine_over(&open, retrieval, None))
 }
 
-/// The search engine over an existing store with the retrieval `choice` and
-/// `reranker` (see [`reranker`]); candidate counts are the engine's defaults.
-pub fn engine_with(
-    store_dir: &Path,
-    choice: &RetrievalChoice,
-    reranker: Option<Arc<dyn Reranker>>,
-) -> Result<SearchEngine, LocalError> {
-    engine_over(&open(store_dir)?, choice, reranker)
-}
-
-/// [`engine_with`] over a store already opened ([`open`]): the engine
-/// searches `open.store` itself, so a caller that also reads the store
-/// (the navigation tools) shares its in-memory index instead of opening
-/// the store a second time.
+/// The search engine over a store already opened ([`open`]) with the
+/// `retrieval` its settings resolve to ([`RetrievalSettings::resolve`]) and
+/// `reranker`: the engine searches `open.store` itself, so a caller that
+/// also reads the store (the navigation tools) shares its in-memory index.
 pub fn engine_over(
     open: &OpenStore,
-    choice: &RetrievalChoice,
+    (retrieval, hybrid): (RetrievalMode, HybridOptions),
     reranker: Option<Arc<dyn Reranker>>,
-) -> Result<SearchEngine, LocalError> {
-    let (retrieval, hybrid) =
-        choice.resolve(open.store.as_ref(), open.embedder.as_ref(), cli_key).map_err(LocalError::Retrieval)?;
+) -> SearchEngine {
     let options = PipelineOptions {
         query_prefix: open.settings.query_prefix.clone(),
         retrieval,
         hybrid,
         ..PipelineOptions::default()
     };
-    Ok(SearchEngine::new(open.embedder.clone(), open.store.clone(), reranker, options)
+    SearchEngine::new(open.embedder.clone(), open.store.clone(), reranker, options)
         .with_per_file(EMBEDDED_PER_FILE)
-        .with_code_rank(Some(rr_core::CodeRank::default())))
+        .with_code_rank(Some(rr_core::CodeRank::default()))
 }
 
 /// How many results one file gets, by default, before other files have had
@@ -1062,104 +1041,6 @@ pub fn engine_over(
 /// answer a question often stand in the same file (docs/evaluation.md, "What
 /// the search tool returns").
 pub const EMBEDDED_PER_FILE: usize = 0;
-
-/// A retrieval mode and hybrid weights as an operator gave them (a flag or
-/// a file key each, `None` when left out).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct RetrievalChoice {
-    pub mode: Option<RetrievalMode>,
-    pub weight_dense: Option<f64>,
-    pub weight_lexical: Option<f64>,
-    pub rrf_k: Option<f64>,
-    pub depth: Option<usize>,
-    pub rerank: Option<usize>,
-}
-
-/// How `--mode`'s companions are named on the command line: `--hybrid-rrf-k`.
-pub fn cli_key(name: &str) -> String {
-    format!("--hybrid-{}", name.replace('_', "-"))
-}
-
-impl RetrievalChoice {
-    /// The mode (default: [`RetrievalMode::default_for`] the store) and the
-    /// hybrid options (defaults of [`HybridOptions`]), checked. `key` names a
-    /// hybrid setting (`weight_dense`, `weight_lexical`, `rrf_k`, `depth`, `rerank`) as
-    /// the operator wrote it; hybrid settings with another mode are refused,
-    /// since they would silently do nothing.
-    pub fn resolve(
-        &self,
-        store: &dyn VectorStore,
-        embedder: &dyn Embedder,
-        key: impl Fn(&str) -> String,
-    ) -> Result<(RetrievalMode, HybridOptions), String> {
-        let mode = self.mode.unwrap_or_else(|| RetrievalMode::default_for(store));
-        let defaults = HybridOptions::for_embedder(embedder);
-        let hybrid = HybridOptions {
-            weight_dense: self.weight_dense.unwrap_or(defaults.weight_dense),
-            weight_lexical: self.weight_lexical.unwrap_or(defaults.weight_lexical),
-            rrf_k: self.rrf_k.unwrap_or(defaults.rrf_k),
-            depth: self.depth.unwrap_or(defaults.depth),
-            rerank: self.rerank.unwrap_or(defaults.rerank),
-        };
-        let given = [
-            ("weight_dense", self.weight_dense.is_some()),
-            ("weight_lexical", self.weight_lexical.is_some()),
-            ("rrf_k", self.rrf_k.is_some()),
-            ("depth", self.depth.is_some()),
-            ("rerank", self.rerank.is_some()),
-        ];
-        if mode != RetrievalMode::Hybrid
-            && let Some((name, _)) = given.iter().find(|(_, set)| *set)
-        {
-            return Err(format!("{}: applies to hybrid retrieval only, not {mode}", key(name)));
-        }
-        hybrid.validate(&key)?;
-        Ok((mode, hybrid))
-    }
-}
-
-/// The reranker of `--rerank KIND...` and `--rerank-min-score`: registry
-/// kinds built with their default settings (`{}`), run first to last, and
-/// the cut-off on the last stage's scores. `None` when no kind is given.
-///
-/// Only kinds that work without settings make sense here (`bm25-fusion`,
-/// `mmr`, `cross-encoder` with `RR_CROSS_ENCODER_DIR`); the others fail
-/// with the factory's own message, and the error points to the stores file,
-/// where settings (and secrets, through `*_env` keys) have a place.
-pub fn reranker(kinds: &[String], min_score: Option<f64>) -> Result<Option<Arc<dyn Reranker>>, LocalError> {
-    if kinds.is_empty() {
-        return match min_score {
-            Some(_) => Err(LocalError::MinScoreWithoutRerank),
-            None => Ok(None),
-        };
-    }
-    if let Some(v) = min_score
-        && v.is_nan()
-    {
-        return Err(LocalError::MinScoreNotANumber(v));
-    }
-    let registry = Registry::builtin()?;
-    let ctx = FactoryContext::new(crate::user_agent());
-    let defaults = serde_json::Value::Object(serde_json::Map::new());
-    let stages = kinds
-        .iter()
-        .map(|kind| {
-            registry.reranker(kind, &defaults, &ctx).map_err(|e| match e {
-                RegistryError::Factory { .. } => LocalError::RerankSettings(e),
-                other => LocalError::Rerank(other),
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    if stages.len() == 1 && min_score.is_none() {
-        return Ok(stages.into_iter().next());
-    }
-    let chain = RerankChain::new(stages)?;
-    Ok(Some(Arc::new(chain.with_min_score(min_score))))
-}
-
-/// Appended to a `--rerank` kind's refusal of its default settings.
-pub const RERANK_SETTINGS_HINT: &str = "--rerank uses a kind's default settings; \
-     a reranker that needs settings is configured in a stores file for `serve --stores`, see docs/rerankers.md";
 
 /// An existing store with the embedder its vectors were made with: the
 /// parts of [`engine`], for callers that run the pipeline's steps themselves
@@ -1283,17 +1164,6 @@ mod tests {
         );
         let settings = StoreSettings { embedder: "hash".into(), dimension: 0, ..StoreSettings::default() };
         assert_eq!(embedder_for(&settings).err().unwrap().to_string(), "invalid hash embedder dimension 0");
-    }
-
-    #[test]
-    fn rerank_flag_refusals_read_as_the_operator_sees_them() {
-        let message = |kinds: &[&str], min_score| {
-            let kinds: Vec<String> = kinds.iter().map(|k| (*k).to_owned()).collect();
-            reranker(&kinds, min_score).err().unwrap().to_string()
-        };
-        assert_eq!(message(&[], Some(0.5)), "--rerank-min-score: needs --rerank, whose last stage's scores it cuts");
-        assert_eq!(message(&["mmr"], Some(f64::NAN)), "--rerank-min-score: must be a number, not NaN");
-        assert!(message(&["bm26"], None).starts_with("--rerank: unknown reranker kind \"bm26\"; valid kinds: "));
     }
 
     #[test]
@@ -1592,22 +1462,6 @@ mod tests {
         records.iter().map(|r| r.metadata.path.as_str()).collect::<std::collections::HashSet<_>>().len()
     }
 
-    fn kinds(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| (*s).to_owned()).collect()
-    }
-
-    #[test]
-    fn rerank_kinds_build_one_stage_or_a_chain() {
-        assert!(reranker(&[], None).unwrap().is_none());
-        let one = reranker(&kinds(&["bm25-fusion"]), None).unwrap().unwrap();
-        assert_eq!((one.name(), one.min_score()), ("bm25-fusion", None));
-        let chain = reranker(&kinds(&["bm25-fusion", "mmr"]), Some(0.25)).unwrap().unwrap();
-        assert_eq!((chain.name(), chain.min_score()), ("bm25-fusion > mmr", Some(0.25)));
-        // A cut-off needs a chain even for one stage.
-        let cut = reranker(&kinds(&["mmr"]), Some(0.5)).unwrap().unwrap();
-        assert_eq!((cut.name(), cut.min_score()), ("mmr", Some(0.5)));
-    }
-
     #[test]
     fn new_stores_get_their_models_prefixes() {
         let minilm = new_store_settings("minilm", None).unwrap();
@@ -1657,39 +1511,5 @@ mod tests {
         assert_eq!(without_userinfo("http://token@127.0.0.1:8081"), "http://127.0.0.1:8081/");
         assert_eq!(without_userinfo("http://host/path@x"), "http://host/path@x");
         assert_eq!(without_userinfo("secret@host:1/v1 x"), "an unparseable URL");
-    }
-
-    #[test]
-    fn hybrid_settings_are_checked_and_need_hybrid() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = EmbeddedStore::open(dir.path()).unwrap();
-        let hash = embedder_for(&new_store_settings("hash", None).unwrap()).unwrap();
-        let resolve = |choice: RetrievalChoice| choice.resolve(&store, hash.as_ref(), cli_key);
-        let (mode, hybrid) = resolve(RetrievalChoice::default()).unwrap();
-        // The embedder's own dense weight, the other settings the defaults.
-        let defaults = HybridOptions { weight_dense: 0.5, ..HybridOptions::default() };
-        assert_eq!((mode, hybrid), (rr_core::retrieval::DEFAULT_LEXICAL_CAPABLE_MODE, defaults));
-        let choice = RetrievalChoice { weight_dense: Some(1.0), ..Default::default() };
-        assert_eq!(resolve(choice).unwrap().1, HybridOptions::default());
-        let choice =
-            RetrievalChoice { mode: Some(RetrievalMode::Hybrid), weight_lexical: Some(2.0), ..Default::default() };
-        assert_eq!(resolve(choice).unwrap().1.weight_lexical, 2.0);
-        let dense = RetrievalChoice { mode: Some(RetrievalMode::Dense), rrf_k: Some(10.0), ..Default::default() };
-        assert_eq!(resolve(dense).unwrap_err(), "--hybrid-rrf-k: applies to hybrid retrieval only, not dense");
-        let bad = RetrievalChoice { mode: Some(RetrievalMode::Hybrid), depth: Some(0), ..Default::default() };
-        assert_eq!(resolve(bad).unwrap_err(), "--hybrid-depth: must be at least 1");
-        let dense = RetrievalChoice { mode: Some(RetrievalMode::Dense), rerank: Some(5), ..Default::default() };
-        assert_eq!(resolve(dense).unwrap_err(), "--hybrid-rerank: applies to hybrid retrieval only, not dense");
-        // 0 turns the second look off; any head is bounded by the fused list.
-        for rerank in [0, usize::MAX] {
-            let choice = RetrievalChoice { rerank: Some(rerank), ..Default::default() };
-            assert_eq!(resolve(choice).unwrap().1.rerank, rerank);
-        }
-    }
-
-    #[test]
-    fn a_cut_off_needs_a_reranker() {
-        let e = reranker(&[], Some(0.5)).err().unwrap();
-        assert_eq!(e.to_string(), "--rerank-min-score: needs --rerank, whose last stage's scores it cuts");
     }
 }

@@ -128,19 +128,9 @@ pub struct StoreSection {
     pub timeout_secs: Option<f64>,
     #[serde(default)]
     pub query_prefix: Option<String>,
-    /// The store's first stage (see `rr_core::retrieval`).
-    #[serde(default)]
-    pub retrieval: Option<rr_core::RetrievalMode>,
-    #[serde(default)]
-    pub hybrid_weight_dense: Option<f64>,
-    #[serde(default)]
-    pub hybrid_weight_lexical: Option<f64>,
-    #[serde(default)]
-    pub hybrid_rrf_k: Option<f64>,
-    #[serde(default)]
-    pub hybrid_depth: Option<usize>,
-    #[serde(default)]
-    pub hybrid_rerank: Option<usize>,
+    /// The store's first stage: `retrieval` and the `hybrid_*` keys.
+    #[serde(flatten)]
+    pub retrieval: crate::retrieval::RetrievalSettings,
     /// Everything else goes to the store's factory, which refuses unknown keys.
     #[serde(flatten)]
     pub settings: Map<String, Value>,
@@ -206,9 +196,9 @@ pub enum StoresError {
     /// `reranker = []`.
     #[error("{at}: an empty array has no stage; leave the key out for no reranking")]
     EmptyChain { at: String },
-    /// Retrieval settings that do not go together (core's wording).
-    #[error("{0}")]
-    Retrieval(String),
+    /// Retrieval settings that do not go together.
+    #[error(transparent)]
+    Retrieval(rr_core::retrieval::RetrievalSettingError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
     /// A dynamic plugin the file lists could not be loaded.
@@ -317,16 +307,9 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
                 e
             }
         };
-        let choice = crate::local::RetrievalChoice {
-            mode: section.retrieval,
-            weight_dense: section.hybrid_weight_dense,
-            weight_lexical: section.hybrid_weight_lexical,
-            rrf_k: section.hybrid_rrf_k,
-            depth: section.hybrid_depth,
-            rerank: section.hybrid_rerank,
-        };
-        let (mode, hybrid) = choice
-            .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.hybrid_{key}"))
+        let (mode, hybrid) = section
+            .retrieval
+            .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.{key}"))
             .map_err(StoresError::Retrieval)?;
         let mut entry = FederatedStore::new(name.clone(), store, embedder).with_retrieval(mode, hybrid);
         entry.model = section

@@ -51,6 +51,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::queries::EvalQuery;
+use rr_engine::retrieval::RetrievalSettings;
 use rr_engine::stores::Component;
 
 /// Candidates retrieved before reranking when a pipeline does not say.
@@ -103,8 +104,8 @@ pub enum PipelineError {
     #[error("embedder: required when the store is not an embedded store folder")]
     NoEmbedder,
     /// Retrieval settings that do not go together (core's wording).
-    #[error("{0}")]
-    Retrieval(String),
+    #[error(transparent)]
+    Retrieval(rr_core::retrieval::RetrievalSettingError),
     #[error("candidates: must be at least 1")]
     NoCandidates,
     #[error("min_score: needs a reranker, whose scores it cuts")]
@@ -394,18 +395,9 @@ pub struct PipelineSpec {
     pub min_score: Option<f64>,
     #[serde(default)]
     pub query_prefix: Option<String>,
-    #[serde(default)]
-    pub retrieval: Option<RetrievalMode>,
-    #[serde(default)]
-    pub hybrid_weight_dense: Option<f64>,
-    #[serde(default)]
-    pub hybrid_weight_lexical: Option<f64>,
-    #[serde(default)]
-    pub hybrid_rrf_k: Option<f64>,
-    #[serde(default)]
-    pub hybrid_depth: Option<usize>,
-    #[serde(default)]
-    pub hybrid_rerank: Option<usize>,
+    /// The first stage: `retrieval` and the `hybrid_*` keys.
+    #[serde(flatten)]
+    pub retrieval: RetrievalSettings,
     #[serde(default)]
     pub per_file: Option<usize>,
     #[serde(default)]
@@ -509,22 +501,13 @@ fn build_one(
         }
         _ => return Err(PipelineError::NoStorePath),
     };
-    let choice = rr_engine::local::RetrievalChoice {
-        mode: spec.retrieval,
-        weight_dense: spec.hybrid_weight_dense,
-        weight_lexical: spec.hybrid_weight_lexical,
-        rrf_k: spec.hybrid_rrf_k,
-        depth: spec.hybrid_depth,
-        rerank: spec.hybrid_rerank,
-    };
     let embedder = match (&spec.embedder, &own) {
         (Some(c), _) => registry.embedder(&c.kind, &component(c), ctx).map_err(at("embedder"))?,
         (None, Some(own)) => own.embedder.clone(),
         (None, None) => return Err(PipelineError::NoEmbedder),
     };
-    let (mode, hybrid) = choice
-        .resolve(store.as_ref(), embedder.as_ref(), |key| format!("hybrid_{key}"))
-        .map_err(PipelineError::Retrieval)?;
+    let (mode, hybrid) =
+        spec.retrieval.resolve(store.as_ref(), embedder.as_ref(), str::to_owned).map_err(PipelineError::Retrieval)?;
     let query_prefix = match (&spec.query_prefix, &own) {
         (Some(p), _) => p.clone(),
         (None, Some(own)) => own.settings.query_prefix.clone(),
@@ -611,6 +594,18 @@ mod tests {
         let weighted = build_file(&pipeline("code_rank = { rank_k = 10.0, docs = 1.0 }")).unwrap();
         assert_eq!(weighted[0].code_rank, Some(CodeRank { rank_k: 10.0, docs: 1.0, ..CodeRank::default() }));
         assert!(build_file(&pipeline("code_rank = { rank = 10.0 }")).is_err(), "an unknown weight is refused");
+    }
+
+    #[test]
+    fn the_retrieval_section_is_read_and_checked_and_a_stray_key_refused() {
+        let pipeline =
+            |extra: &str| format!("[[pipeline]]\nname = \"p\"\n{CHROMA}\nembedder = {{ kind = \"hash\" }}\n{extra}\n");
+        let built = build_file(&pipeline("retrieval = \"dense\"")).unwrap();
+        assert_eq!(built[0].retrieval_ran(), RetrievalMode::Dense);
+        let stray = build_file(&pipeline("hybrid_rrf_k = 5")).err().unwrap();
+        assert!(stray.ends_with("hybrid_rrf_k: applies to hybrid retrieval only, not dense"), "{stray}");
+        let unknown = build_file(&pipeline("hybrid_rrf = 5")).err().unwrap();
+        assert!(unknown.contains("unknown field") && unknown.contains("hybrid_rrf"), "{unknown}");
     }
 
     #[test]

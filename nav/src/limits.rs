@@ -22,8 +22,6 @@
 //! | `description` | `add_repository` | [`MAX_DESCRIPTION_CHARS`] |
 //! | `uri` | `resources/read` | [`MAX_URL_CHARS`] |
 
-use rr_core::ArgLimits;
-
 /// Characters of a `repository` argument: a name, `<host>/<path>` or a URL.
 pub const MAX_REPOSITORY_CHARS: usize = 2048;
 /// Characters of a repository-relative path or path prefix (Linux `PATH_MAX`).
@@ -37,27 +35,8 @@ pub const MAX_URL_CHARS: usize = 2048;
 /// Characters of an `add_repository` description.
 pub const MAX_DESCRIPTION_CHARS: usize = 2000;
 
-/// The environment variable that sets the `search` query cap in bytes.
-pub const ENV_MAX_QUERY_BYTES: &str = "REPO_RETRIEVER_MAX_QUERY_BYTES";
-
 /// How an error message quotes an argument (cut after [`SHOWN_CHARS`]).
 pub use rr_core::{SHOWN_CHARS, shown};
-
-/// The `search` caps, with the query cap from `REPO_RETRIEVER_MAX_QUERY_BYTES`
-/// when it is set (a positive integer, in bytes).
-pub fn search_limits(env: &dyn Fn(&str) -> Option<String>) -> Result<ArgLimits, String> {
-    let mut limits = ArgLimits::default();
-    if let Some(value) = env(ENV_MAX_QUERY_BYTES).filter(|v| !v.is_empty()) {
-        limits.max_query_bytes =
-            parse_cap(&value).ok_or_else(|| format!("{ENV_MAX_QUERY_BYTES} must be a positive integer"))?;
-    }
-    Ok(limits)
-}
-
-/// A positive byte count.
-pub fn parse_cap(value: &str) -> Option<usize> {
-    value.trim().parse::<usize>().ok().filter(|n| *n > 0)
-}
 
 #[cfg(test)]
 mod tests {
@@ -70,15 +49,5 @@ mod tests {
         let cut = shown(&long);
         assert_eq!(cut.chars().count(), SHOWN_CHARS + 1);
         assert!(cut.ends_with('…'));
-    }
-
-    #[test]
-    fn the_query_cap_is_read_from_the_environment() {
-        let none = |_: &str| None;
-        assert_eq!(search_limits(&none).unwrap(), ArgLimits::default());
-        let set = |_: &str| Some("1024".to_owned());
-        assert_eq!(search_limits(&set).unwrap().max_query_bytes, 1024);
-        let bad = |_: &str| Some("-1".to_owned());
-        assert_eq!(search_limits(&bad).unwrap_err(), "REPO_RETRIEVER_MAX_QUERY_BYTES must be a positive integer");
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use repo_retriever::nav::{NavConfig, NavService};
+use rr_nav::{NavConfig, NavService};
 use serde_json::{Value, json};
 
 fn generate(root: &Path, files: usize) {
@@ -81,7 +81,7 @@ fn main() {
         let store = tempfile::tempdir().unwrap();
         generate(src.path(), files);
         let started = Instant::now();
-        repo_retriever::local::index(repo_retriever::local::IndexRequest {
+        rr_engine::local::index(rr_engine::local::IndexRequest {
             root: src.path().to_path_buf(),
             store: store.path().to_path_buf(),
             chroma: None,
@@ -103,7 +103,7 @@ fn main() {
         .unwrap();
         let indexed = started.elapsed();
         let started = Instant::now();
-        let nav = repo_retriever::nav_embedded::open_dir(store.path(), NavConfig::default()).unwrap();
+        let nav = rr_engine::nav_embedded::open_dir(store.path(), NavConfig::default()).unwrap();
         let catalogued = started.elapsed();
         let analysis: Value = serde_json::from_str(
             &nav.call("analyze_repository", Some(&json!({"repository": "1"}))).await.unwrap().unwrap(),

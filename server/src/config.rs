@@ -394,7 +394,7 @@ fn validate(cfg: &Config, timeout_nanos: i64) -> Result<(), ConfigError> {
 }
 
 /// `^[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]$`
-fn valid_collection_name(name: &str) -> bool {
+pub fn valid_collection_name(name: &str) -> bool {
     let bytes = name.as_bytes();
     (3..=512).contains(&bytes.len())
         && bytes[0].is_ascii_alphanumeric()
@@ -421,7 +421,7 @@ fn check_origin(name: &str, value: &str) -> Result<(), ConfigError> {
 /// authority after `scheme://` (it accepts `https:host` and `https:///host`), and any `@`.
 /// Where Go's `url.Parse` answered otherwise for odd hosts (an empty host before a port, an
 /// IPv6 zone, `%`-escaped ASCII in a name), the library's answer stands.
-fn is_http_origin(value: &str) -> bool {
+pub fn is_http_origin(value: &str) -> bool {
     if value.bytes().any(|byte| byte.is_ascii_whitespace() || byte.is_ascii_control()) {
         return false;
     }
@@ -442,6 +442,3 @@ fn is_http_origin(value: &str) -> bool {
             && url.fragment().is_none_or(str::is_empty)
     })
 }
-
-#[cfg(test)]
-mod tests;

@@ -9,11 +9,6 @@ pub mod app;
 pub mod cli;
 pub mod config;
 pub mod index_config;
+pub mod limits;
 pub mod logging;
 pub mod mcp_nav;
-
-// The libraries the binary wires together, under the paths its modules and
-// tests name them by.
-pub use rr_engine::{local, nav_chroma, nav_embedded, stores, watch};
-pub use rr_nav as nav;
-pub use rr_nav::limits;

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use rmcp::model::{Tool, ToolAnnotations};
 use serde_json::Value;
 
-use crate::nav::{self, NavService};
+use rr_nav::{self as nav, NavService};
 
 /// A [`NavService`] behind the MCP layer's trait.
 #[derive(Debug, Clone)]

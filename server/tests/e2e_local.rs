@@ -558,7 +558,7 @@ fn search_rerank_refuses_unknown_and_unconfigured_kinds() {
         stderr,
         format!(
             "Error: --rerank: reranker \"openai\": missing field `api_url` ({})\n",
-            repo_retriever::local::RERANK_SETTINGS_HINT
+            repo_retriever::cli::args::RERANK_SETTINGS_HINT
         )
     );
     let (code, stderr) =

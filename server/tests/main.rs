@@ -9,6 +9,7 @@
 
 mod support;
 
+mod config;
 mod e2e_cli;
 mod e2e_eval;
 mod e2e_federation;

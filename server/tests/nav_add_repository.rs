@@ -10,9 +10,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::serve_git;
-use repo_retriever::nav::add_repository::{RepoUrl, parse_url, preflight_error};
-use repo_retriever::nav::reassemble::{missing_note, reassemble};
-use repo_retriever::nav::{NavConfig, NavService};
+use rr_nav::add_repository::{RepoUrl, parse_url, preflight_error};
+use rr_nav::reassemble::{missing_note, reassemble};
+use rr_nav::{NavConfig, NavService};
 use serde_json::{Value, json};
 
 async fn err(nav: &Arc<NavService>, args: Value) -> String {
@@ -23,7 +23,7 @@ fn nav(allow: bool) -> (tempfile::TempDir, Arc<NavService>) {
     let dir = tempfile::tempdir().unwrap();
     let config =
         NavConfig { allow_loopback_git: allow, preflight_timeout: Duration::from_secs(10), ..NavConfig::default() };
-    let nav = repo_retriever::nav_embedded::open_dir(dir.path(), config).unwrap();
+    let nav = rr_engine::nav_embedded::open_dir(dir.path(), config).unwrap();
     (dir, nav)
 }
 

@@ -15,11 +15,11 @@ use crate::support::nav::{ALL_TOOLS, COMMIT, corpus, err, index_chunked, off, ok
 use crate::support::{
     DATABASE, EMBED_MODEL, Server, TENANT, excerpt_files, fixture, is_error, most_per_file, tool_text,
 };
-use repo_retriever::local::ChromaTarget;
-use repo_retriever::nav::{NavConfig, NavService};
-use repo_retriever::nav_chroma::ChromaSource;
 use rr_chroma::{ChromaConfig, ChromaStore};
+use rr_engine::local::ChromaTarget;
+use rr_engine::nav_chroma::ChromaSource;
 use rr_http::{HttpClient, HttpSettings};
+use rr_nav::{NavConfig, NavService};
 use serde_json::{Value, json};
 
 /// Files of the corpus the reference indexer did not keep byte for byte:
@@ -59,7 +59,7 @@ async fn chroma_nav_with(chroma_url: &str, collection: &str, config: NavConfig, 
         },
         HttpClient::new(HttpSettings::new("nav-chroma-tests")).unwrap(),
     );
-    repo_retriever::nav_chroma::open(ChromaSource::new(store, target).unwrap(), config).await.unwrap()
+    rr_engine::nav_chroma::open(ChromaSource::new(store, target).unwrap(), config).await.unwrap()
 }
 
 /// The fixture in an embedded store, with the reference's chunking: the
@@ -68,7 +68,7 @@ async fn embedded_nav() -> (tempfile::TempDir, Arc<NavService>) {
     let dir = tempfile::tempdir().unwrap();
     let reference = Some(rr_indexer::ChunkingScheme::Reference);
     index_chunked(&corpus(), dir.path(), "acme", "widgets", "main", reference).await;
-    let nav = repo_retriever::nav_embedded::open_dir(dir.path(), off()).unwrap();
+    let nav = rr_engine::nav_embedded::open_dir(dir.path(), off()).unwrap();
     (dir, nav)
 }
 
@@ -327,7 +327,7 @@ async fn chroma_agrees_with_the_embedded_store() {
     assert_eq!(a_languages, b["files_by_language"]);
 
     // The files resource lists the same files but the empty one.
-    let files = repo_retriever::nav::repos::read_resource(&chroma, "repo-retriever://repositories/1/files");
+    let files = rr_nav::repos::read_resource(&chroma, "repo-retriever://repositories/1/files");
     let files: Value = serde_json::from_str(&files.unwrap()).unwrap();
     assert_eq!(files["total_files"], 15);
     assert_eq!(files["files"][0], json!({"file_path": "CHANGELOG.md", "language": "markdown", "line_count": 361}));

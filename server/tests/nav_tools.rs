@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use crate::support::nav::{ALL_TOOLS, COMMIT, corpus, err, index, off, ok};
 use repo_retriever::mcp_nav::NavTools;
-use repo_retriever::nav::{NavConfig, NavService};
 use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
+use rr_nav::{NavConfig, NavService};
 use serde_json::{Value, json};
 
 async fn fixture(config: NavConfig) -> (tempfile::TempDir, Arc<NavService>) {
     let dir = tempfile::tempdir().unwrap();
     index(&corpus(), dir.path(), "acme", "widgets", "main").await;
-    let nav = repo_retriever::nav_embedded::open_dir(dir.path(), config).unwrap();
+    let nav = rr_engine::nav_embedded::open_dir(dir.path(), config).unwrap();
     (dir, nav)
 }
 
@@ -93,7 +93,7 @@ async fn list_repositories_and_resolution() {
 #[tokio::test]
 async fn nothing_indexed_yet() {
     let dir = tempfile::tempdir().unwrap();
-    let nav = repo_retriever::nav_embedded::open_dir(dir.path(), off()).unwrap();
+    let nav = rr_engine::nav_embedded::open_dir(dir.path(), off()).unwrap();
     assert_eq!(ok(&nav, "list_repositories", json!({})).await, json!({"repositories": []}));
     assert_eq!(
         err(&nav, "analyze_repository", json!({"repository": "nope"})).await,
@@ -222,7 +222,7 @@ async fn get_file_caps_at_400_lines_and_100000_characters() {
     std::fs::write(src.path().join("wide.txt"), &wide).unwrap();
     let store = tempfile::tempdir().unwrap();
     index(src.path(), store.path(), "acme", "caps", "main").await;
-    let nav = repo_retriever::nav_embedded::open_dir(store.path(), off()).unwrap();
+    let nav = rr_engine::nav_embedded::open_dir(store.path(), off()).unwrap();
     let r = ok(&nav, "get_file", json!({"repository": "acme/caps", "path": "long.txt"})).await;
     assert_eq!(
         (r["start_line"].as_i64(), r["end_line"].as_i64(), r["truncated"].as_bool()),
@@ -334,7 +334,7 @@ async fn pathological_regex_returns_within_the_budget_and_lists_the_file() {
     embedded.put_file(&put("huge.txt", "abcdefghijklmn\n".repeat(70_000))).unwrap();
     let config =
         NavConfig { regex_file_budget: Duration::from_millis(1), regex_call_budget: Duration::from_secs(2), ..off() };
-    let nav = repo_retriever::nav_embedded::open_dir(store.path(), config).unwrap();
+    let nav = rr_engine::nav_embedded::open_dir(store.path(), config).unwrap();
     let started = Instant::now();
     let r = ok(
         &nav,
@@ -355,7 +355,7 @@ async fn pathological_regex_returns_within_the_budget_and_lists_the_file() {
 async fn search_and_navigation_share_one_open_store() {
     let dir = tempfile::tempdir().unwrap();
     index(&corpus(), dir.path(), "acme", "widgets", "main").await;
-    let choice = repo_retriever::local::RetrievalChoice::default();
+    let choice = rr_engine::retrieval::RetrievalSettings::default();
     let local = repo_retriever::cli::local_services(dir.path(), &choice, None, Some(off())).unwrap();
     let nav = local.nav.expect("--tools all has navigation");
     let navigated = local.nav_source.as_ref().expect("an embedded source").store();
@@ -382,7 +382,7 @@ async fn search_and_navigation_share_one_open_store() {
 }
 
 fn server_for(nav: &Arc<NavService>, with_navigation: bool) -> rr_mcp::McpServer {
-    let engine = repo_retriever::local::engine(nav.dir().unwrap()).unwrap();
+    let engine = rr_engine::local::engine(nav.dir().unwrap()).unwrap();
     let server = rr_mcp::McpServer::builder(engine, "repo-retriever", "test");
     if with_navigation { server.navigation(Arc::new(NavTools(nav.clone()))).build() } else { server.build() }
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::reply;
-use crate::store::{ChromaError, ChromaStore, STORE_NAME};
+use crate::store::{ChromaError, ChromaStore, LOOKUP_OPERATION, STORE_NAME};
 
 /// The operation name of the query in errors and logs.
 pub const QUERY_OPERATION: &str = "Chroma query";
@@ -169,6 +169,22 @@ impl VectorStore for ChromaStore {
             let summary = e.summary();
             BackendError::new(STORE_NAME, e).with_summary(summary)
         })
+    }
+
+    /// Chroma reports `dimension` on the collection once it holds a vector.
+    async fn dimension(&self, ctx: &CallContext) -> Result<Option<usize>, BackendError> {
+        #[derive(Default, Deserialize)]
+        struct CollectionDimension {
+            #[serde(default)]
+            dimension: Option<Value>,
+        }
+        let auth = self.authorization.as_deref().or(ctx.authorization.as_deref()).filter(|a| !a.is_empty());
+        let c: CollectionDimension = self
+            .http
+            .get_json(LOOKUP_OPERATION, &self.collection_url, auth)
+            .await
+            .map_err(|e| BackendError::new(STORE_NAME, e))?;
+        Ok(c.dimension.and_then(|d| d.as_u64()).map(|d| d as usize))
     }
 }
 

@@ -7,14 +7,12 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use rr_core::VectorStore;
 use rr_core::registry::{FactoryContext, FactoryError};
-use rr_core::{BackendError, CallContext, Candidate, VectorQuery, VectorStore};
-use rr_http::HttpClient;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::store::{ChromaConfig, ChromaStore, LOOKUP_OPERATION, STORE_NAME};
+use crate::store::{ChromaConfig, ChromaStore};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -37,39 +35,6 @@ fn default_database() -> String {
 }
 
 /// A Chroma store that also reports its collection's dimension.
-struct RegisteredChroma {
-    inner: ChromaStore,
-    http: HttpClient,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct CollectionDimension {
-    #[serde(default)]
-    dimension: Option<Value>,
-}
-
-#[async_trait]
-impl VectorStore for RegisteredChroma {
-    fn name(&self) -> &str {
-        STORE_NAME
-    }
-
-    async fn query(&self, query: &VectorQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError> {
-        self.inner.query(query, ctx).await
-    }
-
-    /// Chroma reports `dimension` on the collection once it holds a vector.
-    async fn dimension(&self, ctx: &CallContext) -> Result<Option<usize>, BackendError> {
-        let auth = self.inner.authorization.as_deref().or(ctx.authorization.as_deref()).filter(|a| !a.is_empty());
-        let c: CollectionDimension = self
-            .http
-            .get_json(LOOKUP_OPERATION, self.inner.collection_url(), auth)
-            .await
-            .map_err(|e| BackendError::new(STORE_NAME, e))?;
-        Ok(c.dimension.and_then(|d| d.as_u64()).map(|d| d as usize))
-    }
-}
-
 fn create(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn VectorStore>, FactoryError> {
     let s: Settings = FactoryError::parse(config)?;
     let token = ctx.optional_secret("token_env", s.token_env.as_deref())?;
@@ -82,9 +47,9 @@ fn create(config: &Value, ctx: &FactoryContext) -> Result<Arc<dyn VectorStore>, 
             collection_name: s.collection,
             bearer_token: token,
         },
-        http.clone(),
+        http,
     );
-    Ok(Arc::new(RegisteredChroma { inner, http }))
+    Ok(Arc::new(inner))
 }
 
 rr_core::register_plugin!(store "chroma", create);

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use repo_retriever::nav::{NavConfig, NavService};
+use rr_nav::{NavConfig, NavService};
 use serde_json::{Value, json};
 
 /// The commit the tests index `testdata/corpus` at (the reference records carry the same).
@@ -47,7 +47,7 @@ pub async fn index_chunked(
     branch: &str,
     chunking: Option<rr_indexer::ChunkingScheme>,
 ) {
-    let request = repo_retriever::local::IndexRequest {
+    let request = rr_engine::local::IndexRequest {
         root: root.to_path_buf(),
         store: store.to_path_buf(),
         chroma: None,
@@ -65,7 +65,7 @@ pub async fn index_chunked(
         output_manifest: None,
         progress: None,
     };
-    repo_retriever::local::index(request).await.expect("index");
+    rr_engine::local::index(request).await.expect("index");
 }
 
 /// The JSON answer of a tool call that must succeed.

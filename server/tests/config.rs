@@ -1,9 +1,10 @@
-//! The configuration contract, checked message by message against the reference server.
+//! The drop-in configuration contract, checked message by message against the reference server.
 
 use std::collections::HashMap;
 use std::io::Write as _;
+use std::time::Duration;
 
-use super::*;
+use repo_retriever::config::*;
 
 const REQUIRED: &[&str] = &[
     "--server-url",
@@ -213,7 +214,7 @@ fn help_and_version() {
 /// Issue 11: `--help` lists the subcommands, one line each, and then the drop-in flags.
 #[test]
 fn help_lists_the_subcommands_and_the_drop_in_flags() {
-    let text = crate::cli::help();
+    let text = repo_retriever::cli::help();
     assert!(text.starts_with("Repository search for AI agents over MCP.\n"), "{text}");
     for command in ["index", "search", "serve", "eval", "plugins"] {
         let line = text

@@ -1,0 +1,112 @@
+//! The first stage as an operator sets it: one section with the same keys in
+//! a stores file (per store), a pipelines file (per pipeline) and, as
+//! `--mode` and `--hybrid-*`, on the command line.
+
+use rr_core::retrieval::RetrievalSettingError;
+use rr_core::{Embedder, HybridOptions, RetrievalMode, VectorStore};
+use serde::Deserialize;
+
+/// A retrieval mode and hybrid settings, each `None` when left out.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+pub struct RetrievalSettings {
+    /// `retrieval`: dense, lexical or hybrid.
+    #[serde(default, rename = "retrieval")]
+    pub mode: Option<RetrievalMode>,
+    #[serde(default, rename = "hybrid_weight_dense")]
+    pub weight_dense: Option<f64>,
+    #[serde(default, rename = "hybrid_weight_lexical")]
+    pub weight_lexical: Option<f64>,
+    #[serde(default, rename = "hybrid_rrf_k")]
+    pub rrf_k: Option<f64>,
+    #[serde(default, rename = "hybrid_depth")]
+    pub depth: Option<usize>,
+    #[serde(default, rename = "hybrid_rerank")]
+    pub rerank: Option<usize>,
+}
+
+impl RetrievalSettings {
+    /// The mode (default: [`RetrievalMode::default_for`] the store) and the
+    /// hybrid options (defaults of [`HybridOptions::for_embedder`]), checked.
+    /// `key` turns a file key (`hybrid_rrf_k`) into the name the operator
+    /// wrote (`--hybrid-rrf-k`, `stores.docs.hybrid_rrf_k`). Hybrid settings
+    /// with another mode are refused, since they would silently do nothing.
+    pub fn resolve(
+        &self,
+        store: &dyn VectorStore,
+        embedder: &dyn Embedder,
+        key: impl Fn(&str) -> String,
+    ) -> Result<(RetrievalMode, HybridOptions), RetrievalSettingError> {
+        let mode = self.mode.unwrap_or_else(|| RetrievalMode::default_for(store));
+        let defaults = HybridOptions::for_embedder(embedder);
+        let hybrid = HybridOptions {
+            weight_dense: self.weight_dense.unwrap_or(defaults.weight_dense),
+            weight_lexical: self.weight_lexical.unwrap_or(defaults.weight_lexical),
+            rrf_k: self.rrf_k.unwrap_or(defaults.rrf_k),
+            depth: self.depth.unwrap_or(defaults.depth),
+            rerank: self.rerank.unwrap_or(defaults.rerank),
+        };
+        let given = [
+            ("weight_dense", self.weight_dense.is_some()),
+            ("weight_lexical", self.weight_lexical.is_some()),
+            ("rrf_k", self.rrf_k.is_some()),
+            ("depth", self.depth.is_some()),
+            ("rerank", self.rerank.is_some()),
+        ];
+        let key = |name: &str| key(&format!("hybrid_{name}"));
+        if mode != RetrievalMode::Hybrid
+            && let Some((name, _)) = given.iter().find(|(_, set)| *set)
+        {
+            return Err(RetrievalSettingError::HybridOnly { key: key(name), mode });
+        }
+        hybrid.validate(key)?;
+        Ok((mode, hybrid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hybrid_settings_are_checked_and_need_hybrid() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = rr_embedded::EmbeddedStore::open(dir.path()).unwrap();
+        let hash = rr_hash_embed::HashEmbedder::new(256).unwrap();
+        let key = |k: &str| format!("--{}", k.replace('_', "-"));
+        let resolve = |settings: RetrievalSettings| settings.resolve(&store, &hash, key);
+        let (mode, hybrid) = resolve(RetrievalSettings::default()).unwrap();
+        // The embedder's own dense weight, the other settings the defaults.
+        let defaults = HybridOptions { weight_dense: 0.5, ..HybridOptions::default() };
+        assert_eq!((mode, hybrid), (rr_core::retrieval::DEFAULT_LEXICAL_CAPABLE_MODE, defaults));
+        let settings = RetrievalSettings { weight_dense: Some(1.0), ..Default::default() };
+        assert_eq!(resolve(settings).unwrap().1, HybridOptions::default());
+        let settings =
+            RetrievalSettings { mode: Some(RetrievalMode::Hybrid), weight_lexical: Some(2.0), ..Default::default() };
+        assert_eq!(resolve(settings).unwrap().1.weight_lexical, 2.0);
+        let refusal = |settings| resolve(settings).unwrap_err().to_string();
+        let dense = RetrievalSettings { mode: Some(RetrievalMode::Dense), rrf_k: Some(10.0), ..Default::default() };
+        assert_eq!(refusal(dense), "--hybrid-rrf-k: applies to hybrid retrieval only, not dense");
+        let bad = RetrievalSettings { mode: Some(RetrievalMode::Hybrid), depth: Some(0), ..Default::default() };
+        assert_eq!(refusal(bad), "--hybrid-depth: must be at least 1");
+        let dense = RetrievalSettings { mode: Some(RetrievalMode::Dense), rerank: Some(5), ..Default::default() };
+        assert_eq!(refusal(dense), "--hybrid-rerank: applies to hybrid retrieval only, not dense");
+        // 0 turns the second look off; any head is bounded by the fused list.
+        for rerank in [0, usize::MAX] {
+            let settings = RetrievalSettings { rerank: Some(rerank), ..Default::default() };
+            assert_eq!(resolve(settings).unwrap().1.rerank, rerank);
+        }
+    }
+
+    #[test]
+    fn the_section_reads_the_file_keys() {
+        let settings: RetrievalSettings =
+            serde_json::from_str(r#"{"retrieval": "hybrid", "hybrid_rrf_k": 30, "hybrid_depth": 10}"#).unwrap();
+        let expected = RetrievalSettings {
+            mode: Some(RetrievalMode::Hybrid),
+            rrf_k: Some(30.0),
+            depth: Some(10),
+            ..Default::default()
+        };
+        assert_eq!(settings, expected);
+    }
+}

@@ -1,0 +1,151 @@
+//! `repo-retriever eval`: pipelines compared on a query set, a query set
+//! generated from doc comments, and the annotated code-search suite.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+
+use super::args::{RerankArgs, RetrievalArgs};
+use super::output::stdout;
+
+/// `repo-retriever eval`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct EvalCmd {
+    #[command(subcommand)]
+    pub command: Option<EvalSubcommand>,
+    /// The query set: JSON Lines of {"query", "source"?, "path"?, "relevant": ["path#La-Lb", …]}.
+    #[arg(long, required = true)]
+    pub queries: Option<PathBuf>,
+    /// A TOML file of [[pipeline]] tables to compare [default: the embedded store dense, lexical and
+    /// hybrid, with each reranker, and the bm25 baseline].
+    #[arg(long)]
+    pub pipelines: Option<PathBuf>,
+    /// Store folder of the default comparison [default: $REPO_RETRIEVER_STORE or ./.repo-retriever]
+    #[arg(long, conflicts_with = "pipelines")]
+    pub store: Option<PathBuf>,
+    /// Also write the numbers and every query's ranks to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Results kept per query (metrics are at 10).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..=100))]
+    pub limit: u16,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EvalSubcommand {
+    /// Write a query set and a corpus from a repository's doc comments (CodeSearchNet style).
+    Generate(GenerateCmd),
+    /// Run semble's annotated code-search benchmark on checkouts of its repositories: NDCG@10 per
+    /// repository, language and category, beside semble's published numbers.
+    Suite(Box<SuiteCmd>),
+}
+
+/// `repo-retriever eval suite`: each repository indexed as `index` does and searched as `search`
+/// does, with the same retrieval, selection and rerank flags.
+#[derive(Debug, Args)]
+pub struct SuiteCmd {
+    /// The suite folder: repos.json, annotations/<name>.json and published.json.
+    #[arg(long)]
+    pub suite: PathBuf,
+    /// The checkouts: <checkouts>/<name> is a repository at its pinned revision.
+    #[arg(long)]
+    pub checkouts: PathBuf,
+    /// Store folders, <stores>/<name> per repository [default: `stores` beside the checkouts folder].
+    #[arg(long)]
+    pub stores: Option<PathBuf>,
+    /// The repositories to run: those tuned on (dev), those judged on (test), or all.
+    #[arg(long, value_parser = ["dev", "test", "all"], default_value = "all")]
+    pub split: String,
+    /// Only these repositories (comma-separated names of repos.json).
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub repos: Vec<String>,
+    /// Also write the tables' numbers and every query's results and targets to this JSON file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Remove each repository's store first, so that the index time is a full build.
+    #[arg(long)]
+    pub reindex: bool,
+    /// The embedder of stores this run creates, as `index --embedder` (an existing store keeps its own).
+    #[arg(long, value_parser = ["potion", "hash", "minilm"])]
+    pub embedder: Option<String>,
+    #[command(flatten)]
+    pub retrieval: RetrievalArgs,
+    #[command(flatten)]
+    pub rerank: RerankArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateCmd {
+    /// The repository folder.
+    pub repo_dir: PathBuf,
+    /// Output folder: queries.jsonl and corpus/ (the copy with the used comments blanked).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Keep at most this many queries, evenly spread over the repository.
+    #[arg(long)]
+    pub max: Option<usize>,
+}
+
+/// `repo-retriever eval`: a query set over pipelines, or a subcommand.
+pub async fn run(args: EvalCmd) -> Result<bool, String> {
+    match args.command {
+        Some(EvalSubcommand::Generate(g)) => {
+            stdout(&rr_eval::generate(&g.repo_dir, &g.out, g.max).await?)?;
+            return Ok(true);
+        }
+        Some(EvalSubcommand::Suite(suite)) => return run_suite(*suite).await,
+        None => {}
+    }
+    let Some(queries) = args.queries else { return Err("--queries is required".into()) };
+    let options = rr_eval::EvalOptions {
+        queries,
+        pipelines: args.pipelines,
+        store: args.store.unwrap_or_else(rr_engine::local::default_store_dir),
+        json: args.json,
+        limit: usize::from(args.limit),
+    };
+    stdout(&rr_eval::run(&options).await?)?;
+    Ok(true)
+}
+
+/// `eval suite`: the tables on stdout, the details in `--json`.
+async fn run_suite(args: SuiteCmd) -> Result<bool, String> {
+    let stores = args.stores.unwrap_or_else(|| rr_eval::suite::default_stores(&args.checkouts));
+    let options = rr_eval::suite::SuiteOptions {
+        suite: args.suite,
+        checkouts: args.checkouts,
+        stores,
+        split: args.split.parse()?,
+        repos: args.repos,
+        reindex: args.reindex,
+    };
+    let backend = SuiteSearch { reranker: args.rerank.reranker()?, retrieval: args.retrieval, embedder: args.embedder };
+    let report = rr_eval::suite::run(&options, &backend).await.map_err(|e| e.to_string())?;
+    if let Some(path) = &args.json {
+        let body = serde_json::to_vec_pretty(&rr_eval::suite::to_json(&report)).map_err(|e| e.to_string())?;
+        std::fs::write(path, body).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    stdout(&rr_eval::suite::markdown(&report))?;
+    Ok(true)
+}
+
+/// The suite's repositories indexed by `index` and searched by `search`'s engine.
+struct SuiteSearch {
+    retrieval: RetrievalArgs,
+    embedder: Option<String>,
+    reranker: Option<std::sync::Arc<dyn rr_core::Reranker>>,
+}
+
+#[async_trait::async_trait]
+impl rr_eval::suite::SuiteBackend for SuiteSearch {
+    async fn index(&self, folder: &Path, store: &Path) -> Result<(), String> {
+        let args = super::index::for_store(folder, store, self.embedder.as_deref())?;
+        rr_engine::local::index(super::index::request(&args)?).await.map(drop).map_err(|e| e.to_string())
+    }
+
+    fn engine(&self, store: &Path) -> Result<rr_core::SearchEngine, String> {
+        let open = rr_engine::local::open(store).map_err(|e| e.to_string())?;
+        self.retrieval.engine(&open, self.reranker.clone())
+    }
+}

@@ -1,0 +1,226 @@
+//! `repo-retriever index`: a folder into the embedded store, or into a
+//! Chroma collection as `chromadb-repo-indexer` writes it.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Parser};
+use rr_engine::local::{ChromaTarget, IndexRequest};
+
+use super::args::{ChromaArgs, StoreArg};
+use crate::index_config::IndexConfig;
+
+#[derive(Debug, Args)]
+pub struct IndexArgs {
+    /// The folder to index.
+    pub dir: PathBuf,
+    #[command(flatten)]
+    pub store: StoreArg,
+    /// Organization of the indexed repository [default: the owner in the `origin` remote's URL, else local].
+    #[arg(long)]
+    pub organization: Option<String>,
+    /// Repository name [default: the name in the `origin` remote's URL, else the folder's name].
+    #[arg(long)]
+    pub repository: Option<String>,
+    /// Branch [default: HEAD's branch in a git checkout, else main].
+    #[arg(long)]
+    pub branch: Option<String>,
+    /// Commit the files come from, used for source links [default: HEAD in a git checkout, else none].
+    #[arg(long)]
+    pub commit_sha: Option<String>,
+    /// Index what .gitignore, .ignore and .git/info/exclude ignore too: the reference indexer's file selection.
+    #[arg(long)]
+    pub no_ignore: bool,
+    /// Git wildmatch patterns of paths to include (repeatable) [default: **].
+    #[arg(long = "include-paths", value_name = "PATTERN")]
+    pub include_paths: Vec<String>,
+    /// Git wildmatch patterns of paths to exclude (repeatable).
+    #[arg(long = "exclude-paths", value_name = "PATTERN")]
+    pub exclude_paths: Vec<String>,
+    /// File extensions to include, e.g. .go (repeatable).
+    #[arg(long = "include-extensions", value_name = "EXT")]
+    pub include_extensions: Vec<String>,
+    /// File extensions to exclude (repeatable).
+    #[arg(long = "exclude-extensions", value_name = "EXT")]
+    pub exclude_extensions: Vec<String>,
+    /// Chunk budget in cl100k_base tokens, context prefix included [default: 512].
+    #[arg(long)]
+    pub chunk_size: Option<usize>,
+    /// Token overlap when an oversized unit is split [default: 64].
+    #[arg(long)]
+    pub chunk_overlap: Option<usize>,
+    /// Chunking rules: reference (chromadb-repo-indexer's chunking version 2, identical records) or
+    /// semantic (version 3: doc comments with their declaration, small items merged, bounded dense
+    /// files, reST/AsciiDoc sections) [default: semantic for a new embedded store, the one an
+    /// existing store was built with, reference for --chroma-url]. Another chunking than the
+    /// store's rewrites every record.
+    #[arg(long, value_parser = ["reference", "semantic"])]
+    pub chunking: Option<String>,
+    /// Records per write batch [default: 100].
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// A chromadb-repo-indexer YAML file (version 1): its files, chunking and sync keys apply, and
+    /// its chroma and embedding sections describe a Chroma target. Flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Compute the summary without writing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Write the list of record ids to this file.
+    #[arg(long)]
+    pub output_manifest: Option<PathBuf>,
+    /// Embedder of a new store: potion (a static model compiled in: potion-base-8M), hash (lexical,
+    /// built in), minilm (all-MiniLM-L6-v2, see rr-minilm's locate()) or openai (any
+    /// OpenAI-compatible embeddings endpoint: --embedding-api-url and --embedding-model, key from
+    /// CHROMA_REPO_SEARCH_EMBEDDING_API_KEY) [default: potion]. An existing store keeps the one it
+    /// was created with.
+    #[arg(long, value_parser = ["potion", "hash", "minilm", "openai"], conflicts_with = "chroma_url")]
+    pub embedder: Option<String>,
+    /// Prepended to queries before embedding, for a new store [default: the embedder's: "query: " for
+    /// hash and openai, none for potion and minilm].
+    #[arg(long, conflicts_with = "chroma_url")]
+    pub query_prefix: Option<String>,
+    /// Prepended to documents before embedding, for a new store [default: the embedder's: "passage: "
+    /// for hash and openai, none for potion and minilm].
+    #[arg(long, conflicts_with = "chroma_url")]
+    pub document_prefix: Option<String>,
+    #[command(flatten)]
+    pub chroma: ChromaArgs,
+}
+
+/// `index` alone, to parse its command line.
+#[derive(Parser)]
+#[command(name = "index")]
+struct IndexCommandLine {
+    #[command(flatten)]
+    args: IndexArgs,
+}
+
+/// `index DIR --store STORE [--embedder NAME]` as the command line would
+/// run it: what `eval suite` indexes and `serve --watch` follows.
+pub fn for_store(dir: &Path, store: &Path, embedder: Option<&str>) -> Result<IndexArgs, String> {
+    let mut words: Vec<&std::ffi::OsStr> =
+        vec!["index".as_ref(), dir.as_os_str(), "--store".as_ref(), store.as_os_str()];
+    if let Some(embedder) = embedder {
+        words.extend([std::ffi::OsStr::new("--embedder"), std::ffi::OsStr::new(embedder)]);
+    }
+    IndexCommandLine::try_parse_from(words).map(|line| line.args).map_err(|e| e.to_string())
+}
+
+fn identity(args: &IndexArgs) -> rr_indexer::Identity {
+    let flags = rr_indexer::checkout::IdentityFlags {
+        organization: args.organization.clone(),
+        repository: args.repository.clone(),
+        branch: args.branch.clone(),
+        commit_sha: args.commit_sha.clone(),
+    };
+    rr_indexer::checkout::local_identity(&args.dir, &flags)
+}
+
+/// What `index` runs for `args`: the YAML file's settings under the flags,
+/// the store's embedder chosen, the identity read from the folder. No
+/// progress callback.
+pub fn request(args: &IndexArgs) -> Result<IndexRequest, String> {
+    let file = match &args.config {
+        Some(path) => crate::index_config::load(path)?,
+        None => IndexConfig::default(),
+    };
+    let or_file = |flag: &Vec<String>, yaml: &Option<Vec<String>>| {
+        if flag.is_empty() { yaml.clone().unwrap_or_default() } else { flag.clone() }
+    };
+    let mut options = rr_indexer::IndexOptions::default();
+    let include = or_file(&args.include_paths, &file.files.include_paths);
+    if !include.is_empty() {
+        options.selection.include_paths = include;
+    }
+    options.selection.exclude_paths = or_file(&args.exclude_paths, &file.files.exclude_paths);
+    options.selection.include_extensions = or_file(&args.include_extensions, &file.files.include_extensions);
+    options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
+    options.selection.respect_ignore = !args.no_ignore;
+    options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
+    options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
+    choose_embedder(args, &file)?;
+    Ok(IndexRequest {
+        root: args.dir.clone(),
+        store: args.store.dir(),
+        identity: identity(args),
+        options,
+        batch_size: args.batch_size.or(file.sync.batch_size).unwrap_or(100),
+        dry_run: args.dry_run,
+        output_manifest: args.output_manifest.clone(),
+        progress: None,
+        chunking: args.chunking.as_deref().map(str::parse).transpose()?,
+        chroma: chroma_target(args, &file)?,
+    })
+}
+
+/// A new store's embedder and prefixes, when the flags name them (an
+/// existing store refuses others).
+fn choose_embedder(args: &IndexArgs, file: &IndexConfig) -> Result<(), String> {
+    if args.embedder.is_none() && args.query_prefix.is_none() && args.document_prefix.is_none() {
+        return Ok(());
+    }
+    let endpoint = match args.embedder.as_deref() {
+        Some("openai") => {
+            let api_url = args.chroma.embedding_api_url.clone().or(file.embedding.api_url.clone());
+            let model = args.chroma.embedding_model.clone().or(file.embedding.model.clone());
+            match (api_url.filter(|u| !u.is_empty()), model.filter(|m| !m.is_empty())) {
+                (Some(api_url), Some(model)) => Some(rr_engine::local::EmbeddingEndpoint { api_url, model }),
+                _ => return Err("--embedder openai needs --embedding-api-url and --embedding-model".into()),
+            }
+        }
+        _ => None,
+    };
+    rr_engine::local::choose_settings(
+        &args.store.dir(),
+        args.embedder.as_deref(),
+        args.query_prefix.as_deref(),
+        args.document_prefix.as_deref(),
+        endpoint,
+        args.dry_run,
+    )
+    .map(drop)
+    .map_err(|e| e.to_string())
+}
+
+/// The Chroma collection `--chroma-url` (or the YAML file) names, if any.
+fn chroma_target(args: &IndexArgs, file: &IndexConfig) -> Result<Option<ChromaTarget>, String> {
+    let Some(server_url) = args.chroma.chroma_url.clone().or(file.chroma.server_url.clone()) else {
+        return Ok(None);
+    };
+    let chroma = &args.chroma;
+    let target = ChromaTarget {
+        server_url,
+        collection_name: chroma.collection_name.clone().or(file.chroma.collection_name.clone()).unwrap_or_default(),
+        tenant: file.chroma.tenant.clone().unwrap_or_else(|| chroma.tenant.clone()),
+        database: file.chroma.database.clone().unwrap_or_else(|| chroma.database.clone()),
+        // Secrets only from the environment, never from the command line or a file.
+        bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
+        embedding_api_url: chroma.embedding_api_url.clone().or(file.embedding.api_url.clone()).unwrap_or_default(),
+        embedding_model: chroma.embedding_model.clone().or(file.embedding.model.clone()).unwrap_or_default(),
+        embedding_api_key: std::env::var("CHROMA_REPO_SEARCH_EMBEDDING_API_KEY").ok().filter(|s| !s.is_empty()),
+    };
+    if target.collection_name.is_empty() || target.embedding_api_url.is_empty() || target.embedding_model.is_empty() {
+        return Err("a Chroma target needs a collection name, an embedding API URL and an embedding model".into());
+    }
+    Ok(Some(target))
+}
+
+/// Indexes, with a progress bar on a terminal, and prints the summary.
+pub async fn run(args: IndexArgs) -> Result<bool, String> {
+    let mut request = request(&args)?;
+    let bar = super::output::progress_bar(&format!("indexing {}", args.dir.display()));
+    if let Some(bar) = &bar {
+        let bar = bar.clone();
+        request.progress = Some(std::sync::Arc::new(move |p: rr_indexer::sync::SyncProgress| {
+            bar.set_length(p.total as u64);
+            bar.set_position(p.done as u64);
+            bar.set_message(format!("{:?}", p.phase).to_lowercase());
+        }));
+    }
+    let summary = rr_engine::local::index(request).await;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    super::output::stdout(&format!("{}\n", summary.map_err(|e| e.to_string())?.to_json()))?;
+    Ok(true)
+}
