@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use tree_sitter::{Node, Parser};
 
-use rr_nav::entities::entity_type_of;
+use rr_indexer::entity_type_of;
 
 /// Doc comments shorter than this many words make no query.
 pub const MIN_WORDS: usize = 3;

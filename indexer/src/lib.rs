@@ -42,6 +42,7 @@ mod binary;
 pub mod checkout;
 mod chunking;
 mod classify;
+mod definitions;
 mod discovery;
 mod error;
 mod identity;
@@ -59,6 +60,7 @@ pub use chunking::{
     chunk_document, grammar,
 };
 pub use classify::{DecodedFile, Strategy, classify, decode, language_for_extension, normalize_newlines};
+pub use definitions::entity_type_of;
 pub use discovery::{
     Scan, ScanStats, SelectionOptions, SourceFile, extension_of, normalize_extensions, normalize_patterns, scan,
 };

@@ -8,6 +8,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 use rr_core::Metadata;
+use rr_indexer::entity_type_of;
 
 pub const ENTITY_TYPES: [&str; 5] = ["function", "class", "import", "doc_section", "terraform_block"];
 
@@ -44,24 +45,6 @@ impl Entity {
             _ => 3,
         }
     }
-}
-
-/// The entity type of a tree-sitter node type, and the word used in
-/// descriptions; `None` for nodes that are not definitions.
-pub fn entity_type_of(node_type: &str) -> Option<(&'static str, &'static str)> {
-    Some(match node_type {
-        "function_declaration" | "function_definition" | "function_item" | "arrow_function" => ("function", "function"),
-        "method_declaration" | "method_definition" => ("function", "method"),
-        "class_declaration" | "class_definition" => ("class", "class"),
-        "interface_declaration" => ("class", "interface"),
-        "type_declaration" | "type_alias_declaration" | "type_item" => ("class", "type"),
-        "struct_item" => ("class", "struct"),
-        "enum_item" | "enum_declaration" => ("class", "enum"),
-        "trait_item" => ("class", "trait"),
-        "impl_item" => ("class", "impl"),
-        "import_statement" | "import_from_statement" | "import_declaration" | "use_declaration" => ("import", "import"),
-        _ => return None,
-    })
 }
 
 static UNNAMED: LazyLock<Regex> = LazyLock::new(|| {
@@ -327,11 +310,7 @@ mod tests {
     }
 
     #[test]
-    fn node_types_map_to_the_five_entity_types() {
-        assert_eq!(entity_type_of("function_declaration").unwrap().0, "function");
-        assert_eq!(entity_type_of("class_definition").unwrap().0, "class");
-        assert_eq!(entity_type_of("import_from_statement").unwrap().0, "import");
-        assert_eq!(entity_type_of("expression_statement"), None);
+    fn unnamed_nodes_test_paths_and_lines_are_read() {
         assert_eq!(unnamed("type_declaration", "type Store struct {").unwrap().2, "Store");
         assert_eq!(unnamed("export_statement", "export async function go(x) {").unwrap().0, "function");
         assert_eq!(unnamed("export_statement", "export const x = 5;"), None);
