@@ -258,7 +258,7 @@ mod tests {
         assert!(args("q", "", "/", 20).validate().unwrap().filter.path.is_none());
     }
 
-    /// Issue 10: the reference removes exactly one leading `/` (Go's
+    /// The reference removes exactly one leading `/` (Go's
     /// `strings.TrimPrefix`), so `//README.md` still starts with one.
     #[test]
     fn only_one_leading_slash_is_removed() {
@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(err(args("q", "", "//a\nb", 0)), "path must not contain line breaks");
     }
 
-    /// Issue 12: every argument has a cap, checked after the reference's
+    /// Every argument has a cap, checked after the reference's
     /// checks, naming the argument and the cap, never quoting the input.
     #[test]
     fn caps_come_after_the_reference_checks() {

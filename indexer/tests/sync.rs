@@ -1,4 +1,4 @@
-//! Sync safety (issue #4): idempotence, a one-file edit, namespace isolation,
+//! Sync safety: idempotence, a one-file edit, namespace isolation,
 //! no deletion after a failed write, batch limits and dry runs, against an
 //! in-memory store that records every call and fails on demand, and once
 //! against the real embedded store.

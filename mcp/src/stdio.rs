@@ -461,7 +461,7 @@ mod tests {
         out
     }
 
-    /// Issue 12: a line over the cap is skipped, not buffered, and the next one is read, by the
+    /// A line over the cap is skipped, not buffered, and the next one is read, by the
     /// async reader and by the blocking one of the process's stdin alike.
     #[tokio::test]
     async fn frames_are_bounded() {

@@ -97,7 +97,7 @@ impl Session {
 
 const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
-/// Issue 10: `notifications/cancelled` reaches the running search: its store query is dropped,
+/// `notifications/cancelled` reaches the running search: its store query is dropped,
 /// the request is not answered, and the session goes on.
 #[tokio::test]
 async fn cancellation_stops_the_running_search() {
@@ -212,7 +212,7 @@ async fn send(app: &axum::Router, request: axum::http::Request<Body>) -> (u16, S
 
 const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
 
-/// Issue #2: bound to all interfaces, a client that reached a non-loopback address may send any
+/// Bound to all interfaces, a client that reached a non-loopback address may send any
 /// Host; one that arrived on a loopback address (IPv4, IPv6 or IPv4-mapped) may not, as in the
 /// reference, whose guard looks at the connection's local address.
 #[tokio::test]
@@ -286,7 +286,7 @@ async fn trickle(addr: &str, head: &str, rest: &[u8]) -> (String, Duration) {
     (String::from_utf8_lossy(&reply).into_owned(), started.elapsed())
 }
 
-/// Issue 10: a client that sends its headers a byte every 2 s is cut off.
+/// A client that sends its headers a byte every 2 s is cut off.
 #[tokio::test]
 async fn slow_headers_are_cut_off() {
     let addr = listening().await;
@@ -294,7 +294,7 @@ async fn slow_headers_are_cut_off() {
     assert!(took < http::HEADER_READ_TIMEOUT + Duration::from_secs(4), "{took:?}");
 }
 
-/// Issue 10: a client that sends its body a byte every 2 s is answered 408 and cut off.
+/// A client that sends its body a byte every 2 s is answered 408 and cut off.
 #[tokio::test]
 async fn slow_bodies_are_cut_off() {
     let addr = listening().await;
@@ -313,7 +313,7 @@ async fn answer(app: &axum::Router, request: axum::http::Request<Body>) -> (u16,
     (status, content_type, String::from_utf8(body.to_vec()).unwrap())
 }
 
-/// Issue 10: plain requests are served without rmcp's per-request service; each gets the bytes
+/// Plain requests are served without rmcp's per-request service; each gets the bytes
 /// rmcp's stateless service gives it (a `q=1` in `Accept` changes nothing for rmcp, but sends the
 /// request its way), at every protocol version a client may name.
 #[tokio::test]
@@ -349,7 +349,7 @@ async fn requests_served_directly_get_rmcp_answers() {
     }
 }
 
-/// Issue 10: over HTTP, a client that hangs up stops its running search.
+/// Over HTTP, a client that hangs up stops its running search.
 #[tokio::test]
 async fn a_client_that_hangs_up_stops_its_search() {
     let store = Arc::new(Hang { hang: true, ..Hang::default() });

@@ -225,7 +225,7 @@ mod tests {
         assert!(glob_match("a***b", "a/x/b"));
     }
 
-    /// Issue 12: a glob of millions of stars compiled once to `^.*$`
+    /// A glob of millions of stars compiled once to `^.*$`
     /// (the schema caps the length first; this is the matcher's own bound).
     #[test]
     fn a_long_run_of_stars_is_one_wildcard() {

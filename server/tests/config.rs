@@ -211,7 +211,7 @@ fn help_and_version() {
     assert_eq!(run(&args(&["--version", "--version=false"]), &[]).unwrap_err().to_string(), "server-url is required");
 }
 
-/// Issue 11: `--help` lists the subcommands, one line each, and then the drop-in flags.
+/// `--help` lists the subcommands, one line each, and then the drop-in flags.
 #[test]
 fn help_lists_the_subcommands_and_the_drop_in_flags() {
     let text = repo_retriever::cli::help();

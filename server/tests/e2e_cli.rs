@@ -1,4 +1,4 @@
-//! The command line end to end (issue #2): `--version`, start-up failures and their exit codes,
+//! The command line end to end: `--version`, start-up failures and their exit codes,
 //! and the precedence flag > environment > YAML, made visible through which Chroma collection a
 //! search reaches.
 
@@ -39,7 +39,7 @@ async fn version_prints_one_line_and_exits_0() {
     assert_eq!(stdout(&out).lines().count(), 1);
 }
 
-/// Issue 11: `-h` and `--help` list the subcommands and the drop-in flags, on stdout, exit 0.
+/// `-h` and `--help` list the subcommands and the drop-in flags, on stdout, exit 0.
 #[tokio::test]
 async fn help_lists_subcommands_and_drop_in_flags() {
     for form in ["-h", "--help", "-help"] {

@@ -1,4 +1,4 @@
-//! Registry and federated search through the built binary (issue #3).
+//! Registry and federated search through the built binary.
 //!
 //! `repo-retriever plugins` proves the final binary's registry holds the built-ins.
 //! `serve --stores` against the real Chroma: with one healthy and one failing store the

@@ -1,4 +1,4 @@
-//! End to end over stateless Streamable HTTP (issue #2): the built binary with
+//! End to end over stateless Streamable HTTP: the built binary with
 //! `--http 127.0.0.1:<free port>`, against the real Chroma and the embed server.
 //!
 //! Pinned: the SSE framing of a search (the same bytes stdio sends, wrapped in one
@@ -215,7 +215,7 @@ async fn http_status_codes_and_plain_text_bodies() {
         v(&b),
         json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "parse error: the request body is empty"}})
     );
-    // Issue 10: a body that is not JSON-RPC gets a JSON-RPC error, with the id when it can be read.
+    // A body that is not JSON-RPC gets a JSON-RPC error, with the id when it can be read.
     let (s, hd, b) = post_raw(&url, &MCP_HEADERS, "{not json").await;
     assert_eq!((s, header(&hd, "content-type")), (400, Some("application/json")));
     assert_eq!((v(&b)["id"].clone(), v(&b)["error"]["code"].clone()), (Value::Null, json!(-32700)), "{b}");

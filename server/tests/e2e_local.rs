@@ -1,6 +1,6 @@
 //! The embedded default end to end through the binary: `index` a folder,
 //! `search` it, re-index safely, index into the real Chroma, and serve MCP
-//! over the store (issue #4).
+//! over the store.
 
 use crate::support;
 

@@ -1,4 +1,4 @@
-//! Reranking end to end (issue #2): the built binary with `--rerank-api-url` pointing at the
+//! Reranking end to end: the built binary with `--rerank-api-url` pointing at the
 //! embed server's `/v1/rerank`, against the real Chroma.
 //!
 //! Expectations are computed independently: the candidates come from Chroma's raw answer for the

@@ -1,4 +1,4 @@
-//! End to end over stdio (issue #2): the built binary, spawned as an MCP client would spawn it,
+//! End to end over stdio: the built binary, spawned as an MCP client would spawn it,
 //! against a real Chroma 1.5.9 loaded with the reference indexer's records and the deterministic
 //! embed server.
 //!
@@ -127,7 +127,7 @@ async fn session_rules_before_and_after_initialize() {
         raw_frame(&s.stdout_lines(), &id),
         v(r#"{"jsonrpc":"2.0","id":5,"error":{"code":-32601,"message":"method not found: \"foo/bar\""}}"#)
     );
-    // Issue 10: the drop-in has no resources and no prompts, and lists none, as the reference does.
+    // The drop-in has no resources and no prompts, and lists none, as the reference does.
     for (method, result) in [
         ("resources/list", r#"{"resources":[]}"#),
         ("resources/templates/list", r#"{"resourceTemplates":[]}"#),
@@ -140,7 +140,7 @@ async fn session_rules_before_and_after_initialize() {
             v(&format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#))
         );
     }
-    // Issue 10: ids come back as they were sent, fractional and beyond 64 bits included.
+    // Ids come back as they were sent, fractional and beyond 64 bits included.
     s.send_line(r#"{"jsonrpc":"2.0","id":"abc","method":"ping"}"#).await;
     s.wait_response(&json!("abc")).await;
     s.send_line(r#"{"jsonrpc":"2.0","id":6.0,"method":"ping"}"#).await;
@@ -488,7 +488,7 @@ async fn no_match_texts_with_and_without_source() {
         (json!({"query": "listen address", "path": "config?.yaml"}), NO_MATCH),
         // Without `**/`, a pattern is anchored at the repository root.
         (json!({"query": "client", "path": "client.py"}), NO_MATCH),
-        // Issue 10: only one leading `/` is removed, so `//README.md` asks for `/README.md`,
+        // Only one leading `/` is removed, so `//README.md` asks for `/README.md`,
         // which no indexed path is (`/README.md` alone finds the root README).
         (json!({"query": "quick start", "path": "//README.md"}), NO_MATCH),
     ];

@@ -1,4 +1,4 @@
-//! Issue 10: a JSON-RPC fuzz suite over stdio and Streamable HTTP.
+//! A JSON-RPC fuzz suite over stdio and Streamable HTTP.
 //!
 //! Valid MCP messages (every method the server answers, tool calls with good and bad arguments)
 //! are mutated, seeded and deterministic: bytes flipped, inserted and cut (invalid UTF-8

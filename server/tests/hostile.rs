@@ -1,4 +1,4 @@
-//! Issue 12: the server as a hostile client and hostile backends see it.
+//! The server as a hostile client and hostile backends see it.
 //!
 //! - every argument cap, over stdio against the real binary (`serve` on the fixture corpus): each
 //!   refusal names the argument and the cap and quotes at most a short prefix of the input; the
@@ -589,7 +589,7 @@ async fn malformed_replies_in_serve() {
     run_malformed(false).await.print("malformed replies (serve)");
 }
 
-/// Issue 12, against a real Chroma: the `path` cap refuses only what Chroma could not compile. The
+/// Against a real Chroma: the `path` cap refuses only what Chroma could not compile. The
 /// widest literal Chroma accepts and four million stars are answered as the reference answers them;
 /// a star-heavy path under the cap that Chroma refuses keeps the reference's text (HTTP 500); one
 /// over the cap is refused at once.

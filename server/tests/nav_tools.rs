@@ -1,4 +1,4 @@
-//! Issue #5: the navigation tools on the fixture corpus indexed into a
+//! The navigation tools on the fixture corpus indexed into a
 //! temporary embedded store, every error message of seed 003, the
 //! resources, add_repository against a loopback git server (with the test
 //! setting on) and its refusals (with it off). (The rate limit is an HTTP layer: rr-mcp's tests.)
@@ -349,7 +349,7 @@ async fn pathological_regex_returns_within_the_budget_and_lists_the_file() {
     assert_eq!(r["matches"][0]["file_path"], "small.txt");
 }
 
-/// Issue #10: `serve --store DIR --tools all` opens the store once; search
+/// `serve --store DIR --tools all` opens the store once; search
 /// and the navigation tools share the one in-memory index.
 #[tokio::test]
 async fn search_and_navigation_share_one_open_store() {
@@ -448,7 +448,7 @@ async fn search_only_service_is_unchanged() {
     let client = support::in_process(server_for(&nav, false)).await;
     let tools = client.list_tools(None).await.unwrap().tools;
     assert_eq!(json!(tools), json!([rr_mcp::search::definition()]));
-    // Issue 10: without navigation there is nothing to list, and the lists are empty.
+    // Without navigation there is nothing to list, and the lists are empty.
     assert_eq!(json!(client.list_resources(None).await.unwrap())["resources"], json!([]));
     assert_eq!(json!(client.list_resource_templates(None).await.unwrap())["resourceTemplates"], json!([]));
     assert_eq!(json!(client.list_prompts(None).await.unwrap())["prompts"], json!([]));

@@ -235,7 +235,7 @@ mod tests {
         assert!(candidates(empty).unwrap().is_empty());
     }
 
-    /// Issue 12: the malformed-reply table. Each reply a lenient reader
+    /// The malformed-reply table. Each reply a lenient reader
     /// turned into "no results" or a `/@` result is an error naming what
     /// was wrong.
     #[test]

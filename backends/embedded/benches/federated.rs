@@ -1,4 +1,4 @@
-//! Federated search benchmark (issue #3): `cargo bench -p rr-embedded --bench federated`.
+//! Federated search benchmark: `cargo bench -p rr-embedded --bench federated`.
 //!
 //! Generates N chunks (default 40k; `RR_BENCH_N` overrides) with realistic
 //! metadata over 3 organizations, 12 repositories and 2 branches, embeds each

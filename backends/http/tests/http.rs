@@ -254,7 +254,7 @@ fn retry_after(status: u16, value: &str) -> Reply {
     Reply::WithHeaders { status, headers: vec![("retry-after".into(), value.into())], body: b"busy".to_vec() }
 }
 
-/// Issue 12: `Retry-After` on a 429 or 503 is waited (up to the cap), never
+/// `Retry-After` on a 429 or 503 is waited (up to the cap), never
 /// less than the schedule; on other statuses it is ignored.
 #[tokio::test]
 async fn retry_after_is_honoured_up_to_the_cap() {
@@ -272,7 +272,7 @@ async fn retry_after_is_honoured_up_to_the_cap() {
     assert_eq!(*delays.lock().unwrap(), expected);
 }
 
-/// Issue 12: a reply over the 16 MiB read limit is named as such, and the
+/// A reply over the 16 MiB read limit is named as such, and the
 /// rest of it is not read.
 #[tokio::test]
 async fn an_oversized_reply_is_named_as_such() {
@@ -289,7 +289,7 @@ async fn an_oversized_reply_is_named_as_such() {
     assert_eq!(get(&client, &format!("{}/x", server.url())).await.unwrap(), Answer { ok: true });
 }
 
-/// Issue 12: a body that trickles forever ends at the attempt's deadline.
+/// A body that trickles forever ends at the attempt's deadline.
 #[tokio::test]
 async fn a_slow_body_ends_at_the_deadline() {
     let server =
@@ -308,7 +308,7 @@ async fn a_slow_body_ends_at_the_deadline() {
     assert_eq!(err.summary(), "test operation: reading the reply timed out");
 }
 
-/// Issue 12: the summary a client outside the drop-in sees names the
+/// The summary a client outside the drop-in sees names the
 /// operation and status, never the body or the URL.
 #[tokio::test]
 async fn summaries_keep_urls_and_bodies_out() {
@@ -326,7 +326,7 @@ async fn summaries_keep_urls_and_bodies_out() {
     assert_eq!(err.summary(), "test operation: the reply is not the expected JSON");
 }
 
-/// Issue #13: an `http://` backend never builds the TLS client (which reads the whole system
+/// An `http://` backend never builds the TLS client (which reads the whole system
 /// certificate store); the first `https://` request does, and a clone shares it.
 #[tokio::test]
 async fn tls_is_set_up_on_the_first_https_request_only() {

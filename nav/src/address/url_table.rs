@@ -1,4 +1,4 @@
-//! Issue #12: `add_repository`'s address filter over a table of URLs, each
+//! `add_repository`'s address filter over a table of URLs, each
 //! allowed or refused with its reason. Host names get their addresses from
 //! the table, so no lookup leaves the machine.
 

@@ -1,4 +1,4 @@
-//! Dynamic plugins (issue #3): the example cdylib is loaded and reranks; a library
+//! Dynamic plugins: the example cdylib is loaded and reranks; a library
 //! without the entry point, one with a wrong ABI version and a file that is not a
 //! library are each refused with an error naming the file and the reason.
 
