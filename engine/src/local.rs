@@ -12,13 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::retrieval::RetrievalSettings;
+use crate::retrieval::EngineSettings;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
-use rr_core::{
-    BackendError, EmbeddedChunk, Embedder, HybridOptions, IndexStore, PipelineOptions, Reranker, RetrievalMode,
-    SearchEngine,
-};
+use rr_core::{BackendError, EmbeddedChunk, Embedder, IndexStore, Reranker, SearchEngine};
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_http::{HttpClient, HttpSettings};
 use rr_indexer::sync::{SyncOptions, SyncPhase, SyncSummary};
@@ -1010,28 +1007,7 @@ fn chroma_target(target: &ChromaTarget) -> Result<(ChromaStore, OpenAiEmbedder),
 /// mode, without reranking.
 pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
     let open = open(store_dir)?;
-    let retrieval = RetrievalSettings::default().resolve(open.store.as_ref(), open.embedder.as_ref(), str::to_owned)?;
-    Ok(engine_over(&open, retrieval, None))
-}
-
-/// The search engine over a store already opened ([`open`]) with the
-/// `retrieval` its settings resolve to ([`RetrievalSettings::resolve`]) and
-/// `reranker`: the engine searches `open.store` itself, so a caller that
-/// also reads the store (the navigation tools) shares its in-memory index.
-pub fn engine_over(
-    open: &OpenStore,
-    (retrieval, hybrid): (RetrievalMode, HybridOptions),
-    reranker: Option<Arc<dyn Reranker>>,
-) -> SearchEngine {
-    let options = PipelineOptions {
-        query_prefix: open.settings.query_prefix.clone(),
-        retrieval,
-        hybrid,
-        ..PipelineOptions::default()
-    };
-    SearchEngine::new(open.embedder.clone(), open.store.clone(), reranker, options)
-        .with_per_file(EMBEDDED_PER_FILE)
-        .with_code_rank(Some(rr_core::CodeRank::default()))
+    Ok(open.engine(None, &open.engine_settings(), str::to_owned)?)
 }
 
 /// How many results one file gets, by default, before other files have had
@@ -1082,6 +1058,32 @@ impl StoreFacets {
     pub fn kinds(&self) -> Vec<String> {
         let kinds = self.read().kinds;
         rr_core::paths::PATH_CLASSES.iter().filter(|c| kinds.contains_key(c)).map(|c| c.as_str().to_owned()).collect()
+    }
+}
+
+impl OpenStore {
+    /// What an engine over this store is built with unless the operator
+    /// says otherwise: its own query prefix, every result of one file in
+    /// ranking order ([`EMBEDDED_PER_FILE`]), the code ranking on.
+    pub fn engine_settings(&self) -> EngineSettings {
+        EngineSettings {
+            query_prefix: self.settings.query_prefix.clone(),
+            per_file: EMBEDDED_PER_FILE,
+            code_rank: Some(rr_core::CodeRank::default()),
+            ..EngineSettings::default()
+        }
+    }
+
+    /// The search engine over this store with `settings` and `reranker`:
+    /// it searches `self.store` itself, so a caller that also reads the
+    /// store (the navigation tools, a watch) shares its in-memory index.
+    pub fn engine(
+        &self,
+        reranker: Option<Arc<dyn Reranker>>,
+        settings: &EngineSettings,
+        key: impl Fn(&str) -> String,
+    ) -> Result<SearchEngine, rr_core::retrieval::RetrievalSettingError> {
+        crate::retrieval::engine(self.store.clone(), self.embedder.clone(), reranker, settings, key)
     }
 }
 

@@ -1,10 +1,66 @@
-//! The first stage as an operator sets it: one section with the same keys in
-//! a stores file (per store), a pipelines file (per pipeline) and, as
-//! `--mode` and `--hybrid-*`, on the command line.
+//! What a search engine is built with, whoever configured it, and the one
+//! function that builds an engine over a single store from it (the drop-in's
+//! Chroma collection, an embedded store folder). The first stage is one
+//! section with the same keys in a stores file (per store), a pipelines file
+//! (per pipeline) and, as `--mode` and `--hybrid-*`, on the command line.
+
+use std::sync::Arc;
 
 use rr_core::retrieval::RetrievalSettingError;
-use rr_core::{Embedder, HybridOptions, RetrievalMode, VectorStore};
+use rr_core::{
+    CodeRank, Embedder, HybridOptions, PipelineOptions, RerankOptions, Reranker, RetrievalMode, SearchEngine,
+    VectorStore,
+};
 use serde::Deserialize;
+
+/// An engine over one store: its first stage, query prefix, rerank budget
+/// and selection. The defaults are the drop-in's (dense, `query: `, two
+/// results per file, the store's order).
+#[derive(Debug, Clone)]
+pub struct EngineSettings {
+    pub retrieval: RetrievalSettings,
+    /// Prepended to the query before embedding.
+    pub query_prefix: String,
+    pub rerank: RerankOptions,
+    /// Results one file gets before other files have had their turn (0: the ranking's order).
+    pub per_file: usize,
+    /// The code ranking of the candidates; `None` keeps the store's order.
+    pub code_rank: Option<CodeRank>,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            retrieval: RetrievalSettings::default(),
+            query_prefix: PipelineOptions::default().query_prefix,
+            rerank: RerankOptions::default(),
+            per_file: rr_core::select::PER_FILE_FIRST_PASS,
+            code_rank: None,
+        }
+    }
+}
+
+/// The search engine over `store`, searched with `embedder` and reranked by
+/// `reranker`, as `settings` say. `key` names a retrieval setting in a
+/// refusal as the operator wrote it ([`RetrievalSettings::resolve`]).
+pub fn engine(
+    store: Arc<dyn VectorStore>,
+    embedder: Arc<dyn Embedder>,
+    reranker: Option<Arc<dyn Reranker>>,
+    settings: &EngineSettings,
+    key: impl Fn(&str) -> String,
+) -> Result<SearchEngine, RetrievalSettingError> {
+    let (retrieval, hybrid) = settings.retrieval.resolve(store.as_ref(), embedder.as_ref(), key)?;
+    let options = PipelineOptions {
+        query_prefix: settings.query_prefix.clone(),
+        retrieval,
+        hybrid,
+        rerank: settings.rerank.clone(),
+    };
+    Ok(SearchEngine::new(embedder, store, reranker, options)
+        .with_per_file(settings.per_file)
+        .with_code_rank(settings.code_rank.clone()))
+}
 
 /// A retrieval mode and hybrid settings, each `None` when left out.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use rr_chroma::{ChromaConfig, ChromaStore};
-use rr_core::{PipelineOptions, RerankOptions, Reranker, SearchEngine};
+use rr_core::{RerankOptions, Reranker, SearchEngine};
+use rr_engine::retrieval::EngineSettings;
 use rr_http::{HttpClient, HttpError, HttpSettings};
 use rr_openai::{OpenAiEmbedder, OpenAiEmbedderConfig};
 use rr_rerank_openai::{OpenAiReranker, OpenAiRerankerConfig};
@@ -84,14 +85,16 @@ pub fn build_engine(config: &Config) -> Result<SearchEngine, String> {
         );
         Arc::new(reranker) as Arc<dyn Reranker>
     });
-    let options = PipelineOptions {
+    let settings = EngineSettings {
         rerank: RerankOptions {
             candidate_multiplier: config.rerank_candidate_multiplier as usize,
             max_candidates: config.rerank_max_candidates as usize,
             max_document_bytes: config.rerank_max_document_bytes as usize,
             max_request_bytes: config.rerank_max_request_bytes as usize,
         },
-        ..PipelineOptions::default()
+        ..EngineSettings::default()
     };
-    Ok(SearchEngine::new(Arc::new(embedder), Arc::new(chroma_store(config, http)), reranker, options))
+    let store = Arc::new(chroma_store(config, http));
+    rr_engine::retrieval::engine(store, Arc::new(embedder), reranker, &settings, str::to_owned)
+        .map_err(|e| e.to_string())
 }

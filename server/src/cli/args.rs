@@ -8,7 +8,7 @@ use clap::Args;
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
 use rr_core::{RerankChain, Reranker, SearchEngine};
 use rr_engine::local::OpenStore;
-use rr_engine::retrieval::RetrievalSettings;
+use rr_engine::retrieval::{EngineSettings, RetrievalSettings};
 
 #[derive(Debug, Args)]
 pub struct StoreArg {
@@ -88,8 +88,18 @@ pub struct SelectionArgs {
 }
 
 impl SelectionArgs {
+    /// `settings` with the selection asked for; without one, their own.
+    pub fn apply_to(&self, settings: &mut EngineSettings) {
+        if let Some(n) = self.per_file {
+            settings.per_file = n;
+        }
+        if let Some(on) = self.code_rank {
+            settings.code_rank = on.then(rr_core::CodeRank::default);
+        }
+    }
+
     /// `engine` with the selection asked for; without one, the engine's own.
-    pub fn apply(&self, engine: rr_core::SearchEngine) -> rr_core::SearchEngine {
+    pub fn apply(&self, engine: SearchEngine) -> SearchEngine {
         let engine = match self.per_file {
             Some(n) => engine.with_per_file(n),
             None => engine,
@@ -124,14 +134,12 @@ impl RetrievalArgs {
         self.settings() != RetrievalSettings::default()
     }
 
-    /// The search engine over `open` with these flags and `reranker`,
-    /// the selection flags applied.
+    /// The search engine over `open` with these flags and `reranker`.
     pub fn engine(&self, open: &OpenStore, reranker: Option<Arc<dyn Reranker>>) -> Result<SearchEngine, String> {
-        let retrieval = self
-            .settings()
-            .resolve(open.store.as_ref(), open.embedder.as_ref(), flag_name)
-            .map_err(|e| e.to_string())?;
-        Ok(self.selection.apply(rr_engine::local::engine_over(open, retrieval, reranker)))
+        let mut settings = open.engine_settings();
+        settings.retrieval = self.settings();
+        self.selection.apply_to(&mut settings);
+        open.engine(reranker, &settings, flag_name).map_err(|e| e.to_string())
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use rr_engine::local::IndexRequest;
-use rr_engine::retrieval::RetrievalSettings;
+use rr_engine::retrieval::{EngineSettings, RetrievalSettings};
 use rr_nav::{NavConfig, NavService};
 
 use super::args::{ChromaArgs, RerankArgs, RetrievalArgs, StoreArg};
@@ -285,10 +285,8 @@ pub fn local_services(
     nav: Option<NavConfig>,
 ) -> Result<LocalServices, String> {
     let open = rr_engine::local::open(dir).map_err(|e| e.to_string())?;
-    let retrieval = retrieval
-        .resolve(open.store.as_ref(), open.embedder.as_ref(), super::args::flag_name)
-        .map_err(|e| e.to_string())?;
-    let engine = rr_engine::local::engine_over(&open, retrieval, reranker);
+    let settings = EngineSettings { retrieval: retrieval.clone(), ..open.engine_settings() };
+    let engine = open.engine(reranker, &settings, super::args::flag_name).map_err(|e| e.to_string())?;
     let store = open.store.clone();
     let status = Arc::new(rr_mcp::telemetry::LocalStore(move || {
         let namespaces = store.namespaces().map_err(|e| e.to_string())?;
