@@ -20,6 +20,7 @@ mod e2e_stdio;
 mod fuzz;
 mod harness;
 mod hostile;
+mod logging;
 mod nav_add_repository;
 mod nav_chroma;
 mod nav_tools;
