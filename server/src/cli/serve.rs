@@ -132,10 +132,18 @@ pub async fn run(args: ServeCmd) -> Result<bool, String> {
         server = server.navigation(Arc::new(crate::mcp_nav::NavTools(nav)));
         options.rate_limit = Some(args.rate_limit);
     }
-    let server = server.build();
+    serve(server.build(), listener.map(|(listener, _)| listener), options).await
+}
+
+/// Serves `server` over stdio, or Streamable HTTP on `listener`.
+async fn serve(
+    server: rr_mcp::McpServer,
+    listener: Option<tokio::net::TcpListener>,
+    options: rr_mcp::http::HttpOptions,
+) -> Result<bool, String> {
     match listener {
         None => rr_mcp::stdio::serve(server).await.map_err(|e| format!("stdio MCP server terminated: {e}"))?,
-        Some((listener, _)) => rr_mcp::http::serve(listener, server, options)
+        Some(listener) => rr_mcp::http::serve(listener, server, options)
             .await
             .map_err(|e| format!("Streamable HTTP server error: {e}"))?,
     }
