@@ -21,7 +21,6 @@ mod fuzz;
 mod harness;
 mod hostile;
 mod logging;
-mod nav_add_repository;
-mod nav_chroma;
 mod nav_tools;
+mod serve_chroma;
 mod serve_http;

@@ -8,7 +8,8 @@ use crate::support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::nav::{ALL_TOOLS, COMMIT, corpus, err, index, off, ok};
+use crate::support::ALL_TOOLS;
+use crate::support::nav::{COMMIT, corpus, err, index, off, ok};
 use repo_retriever::mcp_nav::NavTools;
 use rmcp::model::{CallToolRequestParams, ReadResourceRequestParams};
 use rr_nav::{NavConfig, NavService};

@@ -18,6 +18,11 @@ pub fn testdata_dir() -> PathBuf {
     workspace_root().join("testdata")
 }
 
+/// `testdata/corpus`, the fixture repository (the records of `testdata/records.jsonl` are its chunks).
+pub fn corpus() -> PathBuf {
+    testdata_dir().join("corpus")
+}
+
 /// The records of `testdata/records.jsonl`, each `{id, document, metadata, embedding}`, in file order.
 pub fn fixture_records() -> &'static [Value] {
     static RECORDS: OnceLock<Vec<Value>> = OnceLock::new();

@@ -6,15 +6,24 @@
 //! retries on a taken port, one remembered failure instead of one timeout per test) that it is
 //! written once, here.
 //!
+//! Beside them: Chroma's REST API as the tests use it, the fixture collection set up once per test
+//! binary ([`fixture`]), and a loopback `git daemon` serving a small repository ([`serve_git`]).
+//!
 //! The kit depends on no workspace crate, so any of them (the indexer and the stores included) can
 //! take it as a dev-dependency without a cycle. Everything here panics on failure: it is test code.
 
 mod bench;
+mod chroma_api;
 mod fixture;
 mod git;
 mod services;
 
 pub use bench::{Rng, vm_rss_mib};
-pub use fixture::{FIXTURE_RECORDS, copy_dir, fixture_records, record_embedding, testdata_dir, workspace_root};
-pub use git::git;
-pub use services::{Service, chroma, chroma_bin, embed_server, free_port, init_once, panic_message};
+pub use chroma_api::{
+    DATABASE, FIXTURE_COLLECTION, Fixture, TENANT, chroma_query, collection_count, collection_get, collections_url,
+    create_tenant_database, delete_collection, delete_collection_in, fixture, load_fixture, load_fixture_subset,
+    load_records, load_records_in, send_json,
+};
+pub use fixture::{FIXTURE_RECORDS, copy_dir, corpus, fixture_records, record_embedding, testdata_dir, workspace_root};
+pub use git::{Daemon, git, serve_git};
+pub use services::{EMBED_MODEL, Service, chroma, chroma_bin, embed_server, free_port, init_once, panic_message};

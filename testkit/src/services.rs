@@ -226,6 +226,9 @@ pub fn chroma(log_dir: &Path) -> &'static Service {
     })
 }
 
+/// The model name the tests pass to the embed server (it accepts any).
+pub const EMBED_MODEL: &str = "hash-256";
+
 /// The deterministic OpenAI-compatible embeddings and rerank server of this test binary
 /// (`testdata/embed_server.py`): started on first use (or adopted from `EMBED_URL`), the same one on
 /// later calls. Its log goes into `log_dir`.

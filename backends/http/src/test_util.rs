@@ -4,7 +4,8 @@
 //! faults a real server will not produce on demand (a 500 three times, a hung
 //! socket, a body that stops halfway, garbage JSON). It records every request
 //! so a test can assert on headers and exact body bytes, and answers from a
-//! closure or a fixed sequence of replies.
+//! closure or a fixed sequence of replies. A [`Recorder`] stands between a
+//! client and a real backend (or answers itself) and records every request.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -237,4 +238,129 @@ pub fn settings(retry_attempts: u32) -> HttpSettings {
 /// A client whose retries do not wait.
 pub fn instant_client(settings: HttpSettings) -> HttpClient {
     HttpClient::new(settings).expect("build the HTTP client").with_sleeper(recording_sleeper().0)
+}
+
+type Responder = dyn Fn(&Recorded) -> (u16, String) + Send + Sync;
+
+enum RecorderMode {
+    Forward { target: String, client: reqwest::Client },
+    Fake(Box<Responder>),
+}
+
+/// An HTTP server on a free loopback port that records every request, then either forwards it to
+/// a real backend (and relays the answer) or answers it itself. It lives on the runtime of the
+/// test that started it and stops when dropped.
+pub struct Recorder {
+    url: String,
+    requests: Arc<Mutex<Vec<Recorded>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Recorder {
+    /// Records, then forwards to `target` (e.g. the real Chroma) and relays status, content type
+    /// and body.
+    pub async fn forward(target: &str) -> Recorder {
+        Self::start(RecorderMode::Forward {
+            target: target.trim_end_matches('/').to_string(),
+            client: reqwest::Client::new(),
+        })
+        .await
+    }
+
+    /// Records, then answers with whatever `respond` returns (status, JSON body).
+    pub async fn fake(respond: impl Fn(&Recorded) -> (u16, String) + Send + Sync + 'static) -> Recorder {
+        Self::start(RecorderMode::Fake(Box::new(respond))).await
+    }
+
+    async fn start(mode: RecorderMode) -> Recorder {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the recorder");
+        let url = format!("http://{}", listener.local_addr().expect("recorder address"));
+        let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
+        let mode = Arc::new(mode);
+        let log = requests.clone();
+        let handler = move |request: axum::extract::Request| {
+            let mode = mode.clone();
+            let log = log.clone();
+            async move {
+                let (parts, body) = request.into_parts();
+                let body = axum::body::to_bytes(body, 64 << 20).await.unwrap_or_default().to_vec();
+                let recorded = Recorded {
+                    method: parts.method.to_string(),
+                    path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+                    headers: parts
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                        .collect(),
+                    body,
+                };
+                log.lock().unwrap_or_else(PoisonError::into_inner).push(recorded.clone());
+                let (status, content_type, body) = match mode.as_ref() {
+                    RecorderMode::Fake(respond) => {
+                        let (status, body) = respond(&recorded);
+                        (status, "application/json".to_string(), body.into_bytes())
+                    }
+                    RecorderMode::Forward { target, client } => {
+                        let method = reqwest::Method::from_bytes(recorded.method.as_bytes()).expect("method");
+                        let mut req = client.request(method, format!("{target}{}", recorded.path));
+                        for (k, v) in &recorded.headers {
+                            if !k.eq_ignore_ascii_case("host") && !k.eq_ignore_ascii_case("content-length") {
+                                req = req.header(k.as_str(), v.as_str());
+                            }
+                        }
+                        match req.body(recorded.body.clone()).send().await {
+                            Ok(resp) => {
+                                let status = resp.status().as_u16();
+                                let ct = resp
+                                    .headers()
+                                    .get("content-type")
+                                    .and_then(|v| v.to_str().ok())
+                                    .unwrap_or("application/json")
+                                    .to_string();
+                                (status, ct, resp.bytes().await.unwrap_or_default().to_vec())
+                            }
+                            Err(e) => (502, "text/plain".to_string(), format!("recorder: {e}").into_bytes()),
+                        }
+                    }
+                };
+                axum::response::Response::builder()
+                    .status(status)
+                    .header("content-type", content_type)
+                    .body(axum::body::Body::from(body))
+                    .expect("response")
+            }
+        };
+        let app = axum::Router::new().fallback(handler);
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Recorder { url, requests, task }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Everything received so far.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.requests.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Requests whose path starts with `prefix`.
+    pub fn requests_to(&self, prefix: &str) -> Vec<Recorded> {
+        self.requests().into_iter().filter(|r| r.path.starts_with(prefix)).collect()
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl std::fmt::Debug for Recorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Recorder").field("url", &self.url).finish_non_exhaustive()
+    }
 }

@@ -19,14 +19,17 @@
 //! The server under test is driven through [`Server`], which spawns the built binary and speaks MCP
 //! over stdio ([`McpStdio`]) or Streamable HTTP ([`McpHttp`]).
 
-#![allow(dead_code)]
+// The test binary and the search bench (benches/search.rs) each use part of it, re-exports included.
+#![allow(dead_code, unused_imports)]
 
+/// The navigation tests' helpers, shared with rr-nav's own integration tests.
+#[path = "../../../nav/tests/support.rs"]
 pub mod nav;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -39,13 +42,19 @@ use rmcp::model::{CallToolRequestParams, ClientRequest, ServerResult};
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
 use rmcp::transport::streamable_http_client::{StreamableHttpClientTransport, StreamableHttpClientTransportConfig};
 
-/// Default tenant and database of a fresh Chroma.
-pub const TENANT: &str = "default_tenant";
-pub const DATABASE: &str = "default_database";
-/// The collection that [`fixture()`] loads once per test binary.
-pub const FIXTURE_COLLECTION: &str = "acme-widgets";
 /// The model name passed to the embed server (it accepts any).
-pub const EMBED_MODEL: &str = "hash-256";
+pub use rr_testkit::EMBED_MODEL;
+/// `tools/list` of a server with every navigation tool, in order: `search` first, then the seven.
+pub const ALL_TOOLS: [&str; 8] = [
+    "search",
+    "list_repositories",
+    "search_code",
+    "get_file",
+    "list_definitions",
+    "analyze_repository",
+    "find_patterns",
+    "add_repository",
+];
 /// Default wait for one MCP response.
 const DEFAULT_RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -85,121 +94,11 @@ pub async fn embed_health(embed_url: &str) -> Value {
 // The fixture records and Chroma's v2 REST API
 // ---------------------------------------------------------------------------------------------
 
-/// `<chroma>/api/v2/tenants/<tenant>/databases/<database>/collections`.
-pub fn collections_url(chroma_url: &str, tenant: &str, database: &str) -> String {
-    format!("{chroma_url}/api/v2/tenants/{tenant}/databases/{database}/collections")
-}
-
-async fn send_json(req: reqwest::RequestBuilder, what: &str) -> Value {
-    let resp = req.send().await.unwrap_or_else(|e| panic!("{what}: {e}"));
-    let status = resp.status();
-    let body = resp.text().await.unwrap_or_else(|e| panic!("{what}: reading body: {e}"));
-    assert!(status.is_success(), "{what}: HTTP {status}: {body}");
-    if body.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{what}: {e}: {body}"))
-    }
-}
-
-/// Creates a tenant and a database in it (either may already exist).
-pub async fn create_tenant_database(chroma_url: &str, tenant: &str, database: &str) {
-    let client = reqwest::Client::new();
-    let resp = client.post(format!("{chroma_url}/api/v2/tenants")).json(&json!({"name": tenant})).send().await;
-    let resp = resp.expect("create tenant");
-    assert!(resp.status().is_success() || resp.status() == 409, "create tenant {tenant}: HTTP {}", resp.status());
-    let resp = client
-        .post(format!("{chroma_url}/api/v2/tenants/{tenant}/databases"))
-        .json(&json!({"name": database}))
-        .send()
-        .await
-        .expect("create database");
-    assert!(resp.status().is_success() || resp.status() == 409, "create database {database}: HTTP {}", resp.status());
-}
-
-/// Deletes a collection by name in the default tenant/database; a missing one is fine.
-pub async fn delete_collection(chroma_url: &str, name: &str) {
-    delete_collection_in(chroma_url, TENANT, DATABASE, name).await
-}
-
-pub async fn delete_collection_in(chroma_url: &str, tenant: &str, database: &str, name: &str) {
-    let url = format!("{}/{name}", collections_url(chroma_url, tenant, database));
-    let resp = reqwest::Client::new().delete(url).send().await.expect("delete collection");
-    let status = resp.status();
-    assert!(status.is_success() || status == 404, "delete collection {name}: HTTP {status}");
-}
-
-/// (Re)creates `name` as the reference indexer does and adds `records` exactly as given; returns its id.
-///
-/// `chromadb-repo-indexer` calls `get_or_create_collection(name, embedding_function=<its own class>)`
-/// with no metadata, so the Python client sends the configuration `{"embedding_function":
-/// {"type": "legacy"}}` and Chroma picks its default HNSW space, `l2`. We send the same, which gives
-/// a collection whose configuration and schema are identical to the indexer's.
-pub async fn load_records_in(chroma_url: &str, tenant: &str, database: &str, name: &str, records: &[Value]) -> String {
-    delete_collection_in(chroma_url, tenant, database, name).await;
-    let client = reqwest::Client::new();
-    let base = collections_url(chroma_url, tenant, database);
-    let created = send_json(
-        client.post(&base).json(&json!({
-            "name": name,
-            "configuration": {"embedding_function": {"type": "legacy"}},
-            "get_or_create": false,
-        })),
-        &format!("create collection {name}"),
-    )
-    .await;
-    let id = created["id"].as_str().unwrap_or_else(|| panic!("create collection {name}: no id in {created}"));
-    for batch in records.chunks(100) {
-        let payload = json!({
-            "ids": batch.iter().map(|r| r["id"].clone()).collect::<Vec<_>>(),
-            "documents": batch.iter().map(|r| r["document"].clone()).collect::<Vec<_>>(),
-            "metadatas": batch.iter().map(|r| r["metadata"].clone()).collect::<Vec<_>>(),
-            "embeddings": batch.iter().map(|r| r["embedding"].clone()).collect::<Vec<_>>(),
-        });
-        send_json(client.post(format!("{base}/{id}/add")).json(&payload), &format!("add records to {name}")).await;
-    }
-    id.to_string()
-}
-
-/// [`load_records_in`] in the default tenant and database.
-pub async fn load_records(chroma_url: &str, name: &str, records: &[Value]) -> String {
-    load_records_in(chroma_url, TENANT, DATABASE, name, records).await
-}
-
-/// (Re)creates `collection_name` with all 89 fixture records; returns the collection id.
-pub async fn load_fixture(chroma_url: &str, collection_name: &str) -> String {
-    load_records(chroma_url, collection_name, fixture_records()).await
-}
-
-/// (Re)creates `collection_name` with the fixture records that `keep` selects; returns the id.
-pub async fn load_fixture_subset(chroma_url: &str, collection_name: &str, keep: impl Fn(&Value) -> bool) -> String {
-    let subset: Vec<Value> = fixture_records().iter().filter(|r| keep(r)).cloned().collect();
-    load_records(chroma_url, collection_name, &subset).await
-}
-
-/// `GET .../collections/<id>/count`.
-pub async fn collection_count(chroma_url: &str, collection_id: &str) -> u64 {
-    let url = format!("{}/{collection_id}/count", collections_url(chroma_url, TENANT, DATABASE));
-    let v = send_json(reqwest::Client::new().get(url), "count").await;
-    v.as_u64().unwrap_or_else(|| panic!("count: not a number: {v}"))
-}
-
-/// `POST .../collections/<id>/get` with `include` (e.g. `["documents","metadatas","embeddings"]`).
-pub async fn collection_get(chroma_url: &str, collection_id: &str, include: &[&str]) -> Value {
-    let url = format!("{}/{collection_id}/get", collections_url(chroma_url, TENANT, DATABASE));
-    send_json(reqwest::Client::new().post(url).json(&json!({"include": include})), "get records").await
-}
-
-/// `POST .../collections/<id>/query` for one embedding, as the reference server sends it.
-pub async fn chroma_query(chroma_url: &str, collection_id: &str, embedding: &[f64], n_results: u32) -> Value {
-    let url = format!("{}/{collection_id}/query", collections_url(chroma_url, TENANT, DATABASE));
-    let body = json!({
-        "query_embeddings": [embedding],
-        "n_results": n_results,
-        "include": ["documents", "metadatas", "distances"],
-    });
-    send_json(reqwest::Client::new().post(url).json(&body), "query").await
-}
+pub use rr_testkit::{
+    DATABASE, FIXTURE_COLLECTION, TENANT, chroma_query, collection_count, collection_get, collections_url,
+    create_tenant_database, delete_collection, delete_collection_in, load_fixture, load_fixture_subset, load_records,
+    load_records_in, send_json,
+};
 
 /// `POST <embed>/v1/embeddings` for one raw input (no prefix added).
 pub async fn embed_text(embed_url: &str, input: &str) -> Vec<f64> {
@@ -219,31 +118,12 @@ pub async fn embed_query(embed_url: &str, query: &str) -> Vec<f64> {
 }
 
 /// Chroma, the embed server and the 89 fixture records in [`FIXTURE_COLLECTION`], set up once per
-/// test binary. Tests that change or delete collections should use their own names instead.
-#[derive(Debug)]
-pub struct Fixture {
-    pub chroma_url: String,
-    pub embed_url: String,
-    pub collection: String,
-    pub collection_id: String,
-}
+/// test binary.
+pub use rr_testkit::Fixture;
 
 /// The shared [`Fixture`]; callable from sync and async tests alike.
 pub fn fixture() -> &'static Fixture {
-    static FIXTURE: OnceLock<Result<Fixture, String>> = OnceLock::new();
-    rr_testkit::init_once(&FIXTURE, "the fixture", || {
-        let chroma_url = chroma().url().to_string();
-        let embed_url = embed_server().url().to_string();
-        // Load on a thread of its own with its own runtime: this may be called inside any runtime.
-        let url = chroma_url.clone();
-        let collection_id = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-            rt.block_on(load_fixture(&url, FIXTURE_COLLECTION))
-        })
-        .join()
-        .unwrap_or_else(|p| panic!("loading the fixture collection failed: {}", rr_testkit::panic_message(p.as_ref())));
-        Fixture { chroma_url, embed_url, collection: FIXTURE_COLLECTION.to_string(), collection_id }
-    })
+    rr_testkit::fixture(&log_dir())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1283,187 +1163,8 @@ impl<'de> serde::Deserialize<'de> for Ordered {
 // A recording HTTP proxy (or fake) to stand between the server and a backend
 // ---------------------------------------------------------------------------------------------
 
-/// One request a [`Recorder`] received (the backends' fake-server record).
-pub use rr_http::test_util::Recorded;
-
-type Responder = dyn Fn(&Recorded) -> (u16, String) + Send + Sync;
-
-enum RecorderMode {
-    Forward { target: String, client: reqwest::Client },
-    Fake(Box<Responder>),
-}
-
-/// An HTTP server on a free loopback port that records every request, then either forwards it to
-/// a real backend (and relays the answer) or answers it itself. It lives on the runtime of the
-/// test that started it and stops when dropped.
-pub struct Recorder {
-    url: String,
-    requests: Arc<Mutex<Vec<Recorded>>>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Recorder {
-    /// Records, then forwards to `target` (e.g. the real Chroma) and relays status, content type
-    /// and body.
-    pub async fn forward(target: &str) -> Recorder {
-        Self::start(RecorderMode::Forward {
-            target: target.trim_end_matches('/').to_string(),
-            client: reqwest::Client::new(),
-        })
-        .await
-    }
-
-    /// Records, then answers with whatever `respond` returns (status, JSON body).
-    pub async fn fake(respond: impl Fn(&Recorded) -> (u16, String) + Send + Sync + 'static) -> Recorder {
-        Self::start(RecorderMode::Fake(Box::new(respond))).await
-    }
-
-    async fn start(mode: RecorderMode) -> Recorder {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the recorder");
-        let url = format!("http://{}", listener.local_addr().expect("recorder address"));
-        let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
-        let mode = Arc::new(mode);
-        let log = requests.clone();
-        let handler = move |request: axum::extract::Request| {
-            let mode = mode.clone();
-            let log = log.clone();
-            async move {
-                let (parts, body) = request.into_parts();
-                let body = axum::body::to_bytes(body, 64 << 20).await.unwrap_or_default().to_vec();
-                let recorded = Recorded {
-                    method: parts.method.to_string(),
-                    path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
-                    headers: parts
-                        .headers
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                        .collect(),
-                    body,
-                };
-                log.lock().unwrap().push(recorded.clone());
-                let (status, content_type, body) = match mode.as_ref() {
-                    RecorderMode::Fake(respond) => {
-                        let (status, body) = respond(&recorded);
-                        (status, "application/json".to_string(), body.into_bytes())
-                    }
-                    RecorderMode::Forward { target, client } => {
-                        let method = reqwest::Method::from_bytes(recorded.method.as_bytes()).expect("method");
-                        let mut req = client.request(method, format!("{target}{}", recorded.path));
-                        for (k, v) in &recorded.headers {
-                            if !k.eq_ignore_ascii_case("host") && !k.eq_ignore_ascii_case("content-length") {
-                                req = req.header(k.as_str(), v.as_str());
-                            }
-                        }
-                        match req.body(recorded.body.clone()).send().await {
-                            Ok(resp) => {
-                                let status = resp.status().as_u16();
-                                let ct = resp
-                                    .headers()
-                                    .get("content-type")
-                                    .and_then(|v| v.to_str().ok())
-                                    .unwrap_or("application/json")
-                                    .to_string();
-                                (status, ct, resp.bytes().await.unwrap_or_default().to_vec())
-                            }
-                            Err(e) => (502, "text/plain".to_string(), format!("recorder: {e}").into_bytes()),
-                        }
-                    }
-                };
-                axum::response::Response::builder()
-                    .status(status)
-                    .header("content-type", content_type)
-                    .body(axum::body::Body::from(body))
-                    .expect("response")
-            }
-        };
-        let app = axum::Router::new().fallback(handler);
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Recorder { url, requests, task }
-    }
-
-    /// `http://127.0.0.1:<port>`.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// Everything received so far.
-    pub fn requests(&self) -> Vec<Recorded> {
-        self.requests.lock().unwrap().clone()
-    }
-
-    /// Requests whose path starts with `prefix`.
-    pub fn requests_to(&self, prefix: &str) -> Vec<Recorded> {
-        self.requests().into_iter().filter(|r| r.path.starts_with(prefix)).collect()
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// A loopback git server for add_repository
-// ---------------------------------------------------------------------------------------------
-
-/// A `git daemon`, stopped when dropped.
-pub struct Daemon(Child);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-pub use rr_testkit::git;
-
-/// A bare repository `demo/widgets.git` (branches main and dev), an empty
-/// one `demo/empty.git`, served by `git daemon` on 127.0.0.1.
-pub fn serve_git(base: &Path) -> (Daemon, u16) {
-    let work = base.join("work");
-    std::fs::create_dir_all(&work).unwrap();
-    let corpus = nav::corpus();
-    for sub in ["src", "py/widgets", "internal/store"] {
-        std::fs::create_dir_all(work.join(sub)).unwrap();
-    }
-    for f in ["README.md", "src/lib.rs", "py/widgets/client.py", "internal/store/store.go"] {
-        std::fs::copy(corpus.join(f), work.join(f)).unwrap();
-    }
-    // Over the 1 MB limit: left out, and said so.
-    std::fs::write(work.join("big.txt"), "x".repeat(1024 * 1024)).unwrap();
-    git(&work, &["init", "-q", "-b", "main"]);
-    git(&work, &["add", "."]);
-    git(&work, &["commit", "-q", "-m", "init"]);
-    git(&work, &["branch", "dev"]);
-    std::fs::create_dir_all(base.join("srv/demo")).unwrap();
-    git(base, &["clone", "-q", "--bare", work.to_str().unwrap(), "srv/demo/widgets.git"]);
-    git(base, &["init", "-q", "--bare", "srv/demo/empty.git"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let child = Command::new("git")
-        .args([
-            "daemon",
-            "--reuseaddr",
-            "--export-all",
-            "--listen=127.0.0.1",
-            &format!("--port={port}"),
-            &format!("--base-path={}", base.join("srv").display()),
-            &base.join("srv").display().to_string(),
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(10), "git daemon did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Daemon(child), port)
-}
+/// A recording HTTP proxy (or fake) between the server and a backend.
+pub use rr_http::test_util::Recorder;
 
 // ---------------------------------------------------------------------------------------------
 // In process: rmcp's client over a pipe to the server's stdio transport

@@ -1,7 +1,11 @@
 //! What the navigation-tool tests share: the corpus indexed into an embedded store, tool calls that
-//! must succeed or fail, and the wait for an `add_repository` to finish.
+//! must succeed or fail, the wait for an `add_repository` to finish, and the test binary's Chroma
+//! fixture. The server's integration tests include this file as their `support::nav`; each binary uses
+//! part of it.
 
-use std::path::{Path, PathBuf};
+#![allow(dead_code)]
+
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -11,21 +15,18 @@ use serde_json::{Value, json};
 /// The commit the tests index `testdata/corpus` at (the reference records carry the same).
 pub const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
 
-/// `tools/list` of a server with every navigation tool, in order: `search` first, then the seven.
-pub const ALL_TOOLS: [&str; 8] = [
-    "search",
-    "list_repositories",
-    "search_code",
-    "get_file",
-    "list_definitions",
-    "analyze_repository",
-    "find_patterns",
-    "add_repository",
-];
+pub use rr_testkit::corpus;
 
-/// `testdata/corpus`, the fixture repository.
-pub fn corpus() -> PathBuf {
-    super::testdata_dir().join("corpus")
+/// The test binary's Chroma, embed server and fixture collection; the services' logs go to
+/// `CARGO_TARGET_TMPDIR/test-services`.
+pub fn fixture() -> &'static rr_testkit::Fixture {
+    rr_testkit::fixture(&Path::new(env!("CARGO_TARGET_TMPDIR")).join("test-services"))
+}
+
+/// `get_file`'s numbering of a text.
+pub fn numbered(text: &str) -> String {
+    let body = text.strip_suffix('\n').unwrap_or(text);
+    body.split('\n').enumerate().map(|(i, l)| format!("{:>4}| {l}", i + 1)).collect::<Vec<_>>().join("\n")
 }
 
 /// The default settings with loopback git refused (the production setting).

@@ -1,18 +1,19 @@
-//! Issue #5: `add_repository` refusals with the loopback setting off (the
+//! `add_repository` refusals with the loopback setting off (the
 //! default), and the whole flow — pre-flight, `pending → processing →
 //! completed`, the tools on the new repository — against `git daemon` on
-//! 127.0.0.1 with the setting on. Also the reassembly of files from the
-//! reference indexer's Chroma records.
+//! 127.0.0.1 with the setting on; the pre-flight's messages for git's
+//! failures, and git never following a redirect. Also the reassembly of
+//! files from the reference indexer's Chroma records.
 
 use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support::serve_git;
 use rr_nav::add_repository::{RepoUrl, parse_url, preflight_error};
 use rr_nav::reassemble::{missing_note, reassemble};
 use rr_nav::{NavConfig, NavService};
+use rr_testkit::serve_git;
 use serde_json::{Value, json};
 
 async fn err(nav: &Arc<NavService>, args: Value) -> String {
@@ -148,7 +149,7 @@ async fn add_repository_end_to_end_against_a_loopback_git_server() {
     assert_eq!(err(&nav, json!({"url": url})).await, format!("{name} is already added as repository 1."));
 
     // Poll until it completes; it passes through processing.
-    let repo = support::nav::wait_until_indexed(&nav, 1, |_| {}).await;
+    let repo = support::wait_until_indexed(&nav, 1, |_| {}).await;
     assert_eq!(repo["total_files"], 4);
     assert_eq!(repo["branch"], Value::Null, "the default branch");
     assert_eq!(repo["commit_sha"].as_str().unwrap().len(), 40);
@@ -195,7 +196,7 @@ async fn add_repository_end_to_end_against_a_loopback_git_server() {
 }
 
 fn chunks() -> Vec<rr_core::Chunk> {
-    support::fixture_records()
+    rr_testkit::fixture_records()
         .iter()
         .map(|v| rr_core::Chunk {
             id: v["id"].as_str().unwrap().into(),
@@ -208,7 +209,7 @@ fn chunks() -> Vec<rr_core::Chunk> {
 #[test]
 fn files_reassembled_from_chroma_records() {
     let chunks = chunks();
-    let corpus = support::nav::corpus();
+    let corpus = support::corpus();
     let mut paths: Vec<String> = chunks.iter().map(|c| c.metadata.path.clone()).collect();
     paths.dedup();
     for path in &paths {

@@ -1,25 +1,21 @@
 //! The navigation tools over a real Chroma 1.5.9 holding the 89 records the
 //! reference indexer wrote for `testdata/corpus` (`testdata/records.jsonl`),
-//! compared with the same tools over the embedded store indexed from the
-//! same corpus; a chunk deleted under a running service; and the binary:
-//! `serve --chroma-url … --tools all` over stdio, the drop-in flags alone
-//! still listing `search` only, and the HTTP rate limit.
-
-use crate::support;
+//! through `rr_engine::nav_chroma::ChromaSource`: whole files rebuilt from
+//! chunks, add_repository indexing into the collection, a chunk deleted under
+//! a running service, and the same tools over the embedded store indexed from
+//! the same corpus.
 
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Instant;
 
-use crate::support::nav::{ALL_TOOLS, COMMIT, corpus, err, index_chunked, off, ok, wait_until_indexed};
-use crate::support::{
-    DATABASE, EMBED_MODEL, Server, TENANT, excerpt_files, fixture, is_error, most_per_file, tool_text,
-};
+use crate::support::{COMMIT, corpus, err, fixture, index_chunked, numbered, off, ok, wait_until_indexed};
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_engine::local::ChromaTarget;
 use rr_engine::nav_chroma::ChromaSource;
+use rr_http::test_util::Recorder;
 use rr_http::{HttpClient, HttpSettings};
 use rr_nav::{NavConfig, NavService};
+use rr_testkit::{DATABASE, TENANT};
 use serde_json::{Value, json};
 
 /// Files of the corpus the reference indexer did not keep byte for byte:
@@ -46,7 +42,7 @@ async fn chroma_nav_with(chroma_url: &str, collection: &str, config: NavConfig, 
         database: DATABASE.into(),
         bearer_token: None,
         embedding_api_url: fixture().embed_url.clone(),
-        embedding_model: EMBED_MODEL.into(),
+        embedding_model: rr_testkit::EMBED_MODEL.into(),
         embedding_api_key: None,
     });
     let store = ChromaStore::new(
@@ -70,12 +66,6 @@ async fn embedded_nav() -> (tempfile::TempDir, Arc<NavService>) {
     index_chunked(&corpus(), dir.path(), "acme", "widgets", "main", reference).await;
     let nav = rr_engine::nav_embedded::open_dir(dir.path(), off()).unwrap();
     (dir, nav)
-}
-
-/// `get_file`'s numbering of a text.
-fn numbered(text: &str) -> String {
-    let body = text.strip_suffix('\n').unwrap_or(text);
-    body.split('\n').enumerate().map(|(i, l)| format!("{:>4}| {l}", i + 1)).collect::<Vec<_>>().join("\n")
 }
 
 /// The text of `get_file`'s content: numbers off, the final line end back.
@@ -162,9 +152,9 @@ async fn chroma_repositories_and_whole_files_rebuilt_from_chunks() {
 async fn chroma_add_repository_indexes_into_the_collection() {
     let f = fixture();
     let name = "nav-add-repository";
-    let collection_id = support::load_fixture(&f.chroma_url, name).await;
+    let collection_id = rr_testkit::load_fixture(&f.chroma_url, name).await;
     let base = tempfile::tempdir().unwrap();
-    let (_daemon, port) = support::serve_git(base.path());
+    let (_daemon, port) = rr_testkit::serve_git(base.path());
     let config = NavConfig { allow_loopback_git: true, ..NavConfig::default() };
     let nav = chroma_nav_with(&f.chroma_url, name, config, true).await;
     let url = format!("git://127.0.0.1:{port}/demo/widgets.git");
@@ -181,7 +171,7 @@ async fn chroma_add_repository_indexes_into_the_collection() {
     assert_eq!(repo["total_files"], 4);
     assert_eq!(repo["error_message"], "Partially indexed: 1 files of 1 MB or more skipped");
     // The records are in the collection, beside the 89 fixture records.
-    assert!(support::collection_count(&f.chroma_url, &collection_id).await > support::FIXTURE_RECORDS as u64);
+    assert!(rr_testkit::collection_count(&f.chroma_url, &collection_id).await > rr_testkit::FIXTURE_RECORDS as u64);
     let original = std::fs::read_to_string(corpus().join("internal/store/store.go")).unwrap();
     let r = ok(&nav, "get_file", json!({"repository": "2", "path": "internal/store/store.go"})).await;
     assert_eq!(r["content"], numbered(&original));
@@ -196,15 +186,15 @@ async fn chroma_add_repository_indexes_into_the_collection() {
     assert_eq!(names.len(), 2, "{list}");
     assert!(names.contains(&"acme/widgets") && names.contains(&repo_name.as_str()), "{list}");
     assert!(list["repositories"].as_array().unwrap().iter().all(|r| r["status"] == "completed"), "{list}");
-    support::delete_collection(&f.chroma_url, name).await;
+    rr_testkit::delete_collection(&f.chroma_url, name).await;
 }
 
 #[tokio::test]
 async fn chroma_a_deleted_chunk_is_reported_as_missing_lines() {
     let f = fixture();
     let name = "nav-deleted-chunk";
-    let id = support::load_fixture(&f.chroma_url, name).await;
-    let recorder = support::Recorder::forward(&f.chroma_url).await;
+    let id = rr_testkit::load_fixture(&f.chroma_url, name).await;
+    let recorder = Recorder::forward(&f.chroma_url).await;
     // Whole reads of the collection (documents and metadata), as opposed to
     // the id listings every call makes.
     let full_reads = || {
@@ -224,7 +214,7 @@ async fn chroma_a_deleted_chunk_is_reported_as_missing_lines() {
     assert_eq!(id_listings, 3, "one id listing at start-up and one per call");
 
     // Chunk 2 of CHANGELOG.md covers lines 12-20; delete it under the running service.
-    let record = support::fixture_records()
+    let record = rr_testkit::fixture_records()
         .iter()
         .find(|r| r["metadata"]["path"] == "CHANGELOG.md" && r["metadata"]["chunk_index"] == 2)
         .unwrap();
@@ -232,7 +222,7 @@ async fn chroma_a_deleted_chunk_is_reported_as_missing_lines() {
         (record["metadata"]["start_line"].as_i64(), record["metadata"]["end_line"].as_i64()),
         (Some(12), Some(20))
     );
-    let url = format!("{}/{id}/delete", support::collections_url(&f.chroma_url, TENANT, DATABASE));
+    let url = format!("{}/{id}/delete", rr_testkit::collections_url(&f.chroma_url, TENANT, DATABASE));
     let resp = reqwest::Client::new().post(url).json(&json!({"ids": [record["id"]]})).send().await.unwrap();
     assert!(resp.status().is_success(), "{}", resp.text().await.unwrap());
 
@@ -257,7 +247,7 @@ async fn chroma_a_deleted_chunk_is_reported_as_missing_lines() {
     // Other files are whole as before.
     let r = ok(&nav, "get_file", json!({"repository": "acme/widgets", "path": "src/lib.rs"})).await;
     assert!(r.get("missing_lines").is_none());
-    support::delete_collection(&f.chroma_url, name).await;
+    rr_testkit::delete_collection(&f.chroma_url, name).await;
 }
 
 /// The same corpus over both stores: where the records are identical the
@@ -331,106 +321,4 @@ async fn chroma_agrees_with_the_embedded_store() {
     let files: Value = serde_json::from_str(&files.unwrap()).unwrap();
     assert_eq!(files["total_files"], 15);
     assert_eq!(files["files"][0], json!({"file_path": "CHANGELOG.md", "language": "markdown", "line_count": 361}));
-}
-
-fn serve_chroma_args() -> Vec<String> {
-    let f = fixture();
-    [
-        "serve",
-        "--tools",
-        "all",
-        "--chroma-url",
-        &f.chroma_url,
-        "--collection-name",
-        &f.collection,
-        "--embedding-api-url",
-        &f.embed_url,
-        "--embedding-model",
-        EMBED_MODEL,
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
-}
-
-#[tokio::test]
-async fn serve_chroma_url_with_all_tools_over_stdio() {
-    let mut mcp = Server::new().args(serve_chroma_args()).stdio().await;
-    let tools = mcp.list_tools().await;
-    let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ALL_TOOLS);
-    let r = mcp.call_tool("get_file", json!({"repository": "acme/widgets", "path": "src/lib.rs"})).await;
-    assert!(!is_error(&r), "{r}");
-    let file: Value = serde_json::from_str(tool_text(&r)).unwrap();
-    let original = std::fs::read_to_string(corpus().join("src/lib.rs")).unwrap();
-    assert_eq!(file["content"], numbered(&original));
-    let r = mcp.call_tool("search", json!({"query": "retry a store operation"})).await;
-    assert!(!is_error(&r), "{r}");
-    assert!(tool_text(&r).contains("acme/widgets"), "{r}");
-    mcp.close().await;
-
-    // The drop-in flags alone: search only, as the reference.
-    let mut plain = Server::fixture().stdio().await;
-    let tools = plain.list_tools().await;
-    assert_eq!(tools["tools"], json!([rr_mcp::search::definition()]));
-    plain.close().await;
-
-    // --chroma-url serves the collection, not a store folder as well.
-    let out = Server::new().args(serve_chroma_args()).args(["--store", "/nonexistent"]).output().await;
-    assert!(!out.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&out.stderr),
-        "Error: --chroma-url serves a Chroma collection; it cannot be combined with --store or --stores\n"
-    );
-}
-
-/// `serve --chroma-url` selects as the drop-in (two results per file first) unless `--per-file`
-/// says otherwise.
-#[tokio::test]
-async fn serve_chroma_url_takes_per_file() {
-    let args = json!({"query": "where is the configuration loaded and validated", "limit": 5});
-    let mut mcp = Server::new().args(serve_chroma_args()).stdio().await;
-    let default = mcp.call_tool("search", args.clone()).await;
-    mcp.close().await;
-    let mut drop_in = Server::fixture().stdio().await;
-    let reference = drop_in.call_tool("search", args.clone()).await;
-    drop_in.close().await;
-    assert_eq!(tool_text(&default), tool_text(&reference));
-    assert_eq!(most_per_file(tool_text(&default)), 2, "{}", tool_text(&default));
-    let mut mcp = Server::new().args(serve_chroma_args()).args(["--per-file", "1"]).stdio().await;
-    let one = mcp.call_tool("search", args).await;
-    mcp.close().await;
-    assert!(!is_error(&one), "{one}");
-    assert_eq!(excerpt_files(tool_text(&one)).len(), 5, "{}", tool_text(&one));
-    assert_eq!(most_per_file(tool_text(&one)), 1, "{}", tool_text(&one));
-}
-
-/// The limit counts every `tools/call` of a client address, `search`
-/// included: the fourth call within the minute is refused whatever the tool.
-#[tokio::test]
-async fn rate_limit_over_http_counts_every_tool() {
-    let mut mcp = Server::new().args(serve_chroma_args()).args(["--rate-limit", "3"]).http().await;
-    let client = mcp.client().await;
-    let started = Instant::now();
-    let first = client.call_tool("list_repositories", json!({})).await;
-    assert!(!is_error(&first), "{first}");
-    let second = client.call_tool("search", json!({"query": "widget"})).await;
-    assert!(!is_error(&second), "{second}");
-    let third = client.call_tool("get_file", json!({"repository": "1", "path": "README.md", "end_line": 2})).await;
-    assert!(!is_error(&third), "{third}");
-    let fourth = client.call_tool("search", json!({"query": "widget"})).await;
-    let elapsed = started.elapsed().as_secs();
-    assert!(is_error(&fourth), "{fourth}");
-    // The hint counts whole seconds until the first call leaves the window: 60 on an idle machine,
-    // less by however long the four calls took on a loaded one.
-    let text = tool_text(&fourth);
-    let retry: u64 = text
-        .strip_prefix("Rate limit exceeded: at most 3 tool calls per minute per client address. Retry in ")
-        .and_then(|rest| rest.strip_suffix(" seconds."))
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("unexpected text: {text}"));
-    assert!((60 - elapsed.min(59) - 1..=60).contains(&retry), "retry {retry} after {elapsed} s");
-    // tools/list is not a tool call.
-    assert_eq!(client.list_tools().await["tools"].as_array().unwrap().len(), 8);
-    mcp.kill().await;
 }
