@@ -41,7 +41,9 @@
 //! [`EmbedServer`]), or `EMBED_URL`. The fixture `testdata/records.jsonl` goes into its own
 //! collection. Everything listens on 127.0.0.1; every process the bench starts is killed at the end.
 
+// The bench uses part of the tests' helpers: the re-exports it does not use are unused imports here.
 #[path = "../tests/support/mod.rs"]
+#[allow(unused_imports)]
 mod support;
 
 use std::collections::HashMap;

@@ -19,8 +19,7 @@
 //! The server under test is driven through [`Server`], which spawns the built binary and speaks MCP
 //! over stdio ([`McpStdio`]) or Streamable HTTP ([`McpHttp`]).
 
-// The test binary and the search bench (benches/search.rs) each use part of it, re-exports included.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code)]
 
 /// The navigation tests' helpers, shared with rr-nav's own integration tests.
 #[path = "../../../nav/tests/support.rs"]
