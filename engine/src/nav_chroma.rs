@@ -24,7 +24,6 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rr_chroma::ChromaStore;
@@ -240,10 +239,6 @@ impl NavSource for ChromaSource {
             })
             .unwrap_or(0)
         }))
-    }
-
-    fn store_dir(&self) -> Option<&Path> {
-        None
     }
 
     fn indexer(&self) -> Option<Arc<dyn RepositoryIndexer>> {

@@ -85,10 +85,6 @@ impl NavSource for EmbeddedSource {
         Ok(self.store.list_files(namespace_id).map_err(NavError::from_source)?.len())
     }
 
-    fn store_dir(&self) -> Option<&Path> {
-        Some(&self.dir)
-    }
-
     fn indexer(&self) -> Option<Arc<dyn RepositoryIndexer>> {
         Some(Arc::new(EmbeddedIndexer(self.dir.clone())))
     }

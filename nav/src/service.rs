@@ -69,10 +69,7 @@ pub struct NavService {
 
 impl std::fmt::Debug for NavService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NavService")
-            .field("source", &self.source.name())
-            .field("dir", &self.source.store_dir())
-            .finish_non_exhaustive()
+        f.debug_struct("NavService").field("source", &self.source.name()).finish_non_exhaustive()
     }
 }
 
@@ -124,11 +121,6 @@ impl NavService {
 
     pub fn source(&self) -> &dyn NavSource {
         self.source.as_ref()
-    }
-
-    /// The source's folder, when it has one (the embedded store's).
-    pub fn dir(&self) -> Option<&Path> {
-        self.source.store_dir()
     }
 
     /// The catalogue, locked.

@@ -9,7 +9,7 @@
 //! metadata and file texts; everything above these traits (the catalogue,
 //! definitions, the tools) is shared.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rr_core::Metadata;
@@ -53,9 +53,6 @@ pub trait NavSource: Send + Sync {
 
     /// How many files the namespace has (for a repository still indexing).
     fn file_count(&self, namespace_id: &str) -> Result<usize, NavError>;
-
-    /// The store's folder, when it has one.
-    fn store_dir(&self) -> Option<&Path>;
 
     /// What `add_repository` indexes a repository with; `None` refuses it.
     fn indexer(&self) -> Option<Arc<dyn RepositoryIndexer>>;

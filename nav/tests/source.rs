@@ -2,7 +2,6 @@
 //! the engine implements for its stores: what the tools see of a source's
 //! repositories, its changes and its failures, with no store behind it.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use rr_core::Metadata;
@@ -108,10 +107,6 @@ impl NavSource for MemorySource {
     fn file_count(&self, _: &str) -> Result<usize, NavError> {
         self.check()?;
         Ok(self.snapshot().len())
-    }
-
-    fn store_dir(&self) -> Option<&Path> {
-        None
     }
 
     fn indexer(&self) -> Option<Arc<dyn RepositoryIndexer>> {

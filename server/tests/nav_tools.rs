@@ -24,7 +24,7 @@ async fn fixture(config: NavConfig) -> (tempfile::TempDir, Arc<NavService>) {
 
 #[tokio::test]
 async fn list_repositories_and_resolution() {
-    let (_dir, nav) = fixture(off()).await;
+    let (dir, nav) = fixture(off()).await;
     let list = ok(&nav, "list_repositories", json!({})).await;
     let repo = &list["repositories"][0];
     assert_eq!(repo["id"], 1);
@@ -58,7 +58,7 @@ async fn list_repositories_and_resolution() {
     );
 
     // A second branch of the same repository: the name is ambiguous.
-    index(&corpus(), nav.dir().unwrap(), "acme", "widgets", "dev").await;
+    index(&corpus(), dir.path(), "acme", "widgets", "dev").await;
     nav.refresh().unwrap();
     assert_eq!(
         err(&nav, "analyze_repository", json!({"repository": "acme/widgets"})).await,
@@ -382,8 +382,8 @@ async fn search_and_navigation_share_one_open_store() {
     );
 }
 
-fn server_for(nav: &Arc<NavService>, with_navigation: bool) -> rr_mcp::McpServer {
-    let engine = rr_engine::local::engine(nav.dir().unwrap()).unwrap();
+fn server_for(dir: &std::path::Path, nav: &Arc<NavService>, with_navigation: bool) -> rr_mcp::McpServer {
+    let engine = rr_engine::local::engine(dir).unwrap();
     let server = rr_mcp::McpServer::builder(engine, "repo-retriever", "test");
     if with_navigation { server.navigation(Arc::new(NavTools(nav.clone()))).build() } else { server.build() }
 }
@@ -394,8 +394,8 @@ fn read_params(uri: &str) -> ReadResourceRequestParams {
 
 #[tokio::test]
 async fn resources() {
-    let (_dir, nav) = fixture(off()).await;
-    let client = support::in_process(server_for(&nav, true)).await;
+    let (dir, nav) = fixture(off()).await;
+    let client = support::in_process(server_for(dir.path(), &nav, true)).await;
     let list = json!(client.list_resources(None).await.unwrap());
     assert_eq!(list["resources"][0]["uri"], "repo-retriever://repositories");
     assert_eq!(list["resources"][0]["name"], "Repositories");
@@ -445,8 +445,8 @@ async fn resources() {
 
 #[tokio::test]
 async fn search_only_service_is_unchanged() {
-    let (_dir, nav) = fixture(off()).await;
-    let client = support::in_process(server_for(&nav, false)).await;
+    let (dir, nav) = fixture(off()).await;
+    let client = support::in_process(server_for(dir.path(), &nav, false)).await;
     let tools = client.list_tools(None).await.unwrap().tools;
     assert_eq!(json!(tools), json!([rr_mcp::search::definition()]));
     // Without navigation there is nothing to list, and the lists are empty.
