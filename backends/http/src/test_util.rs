@@ -30,6 +30,22 @@ pub struct Recorded {
 }
 
 impl Recorded {
+    /// A request as the recorders keep it: method, path with query, headers, body.
+    fn of(parts: &axum::http::request::Parts, body: Vec<u8>) -> Self {
+        Recorded {
+            method: parts.method.to_string(),
+            path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
+            headers: parts
+                .headers
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                .collect(),
+            body,
+        }
+    }
+}
+
+impl Recorded {
     /// The first header called `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
@@ -149,16 +165,7 @@ impl FakeServer {
 async fn serve(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, usize::MAX).await.map(|b| b.to_vec()).unwrap_or_default();
-    let recorded = Recorded {
-        method: parts.method.to_string(),
-        path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
-        headers: parts
-            .headers
-            .iter()
-            .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect(),
-        body,
-    };
+    let recorded = Recorded::of(&parts, body);
     let reply = (shared.handler)(&recorded);
     shared.log.lock().unwrap_or_else(PoisonError::into_inner).push(recorded);
     match reply {
@@ -284,16 +291,7 @@ impl Recorder {
             async move {
                 let (parts, body) = request.into_parts();
                 let body = axum::body::to_bytes(body, 64 << 20).await.unwrap_or_default().to_vec();
-                let recorded = Recorded {
-                    method: parts.method.to_string(),
-                    path: parts.uri.path_and_query().map(|p| p.to_string()).unwrap_or_default(),
-                    headers: parts
-                        .headers
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-                        .collect(),
-                    body,
-                };
+                let recorded = Recorded::of(&parts, body);
                 log.lock().unwrap_or_else(PoisonError::into_inner).push(recorded.clone());
                 let (status, content_type, body) = match mode.as_ref() {
                     RecorderMode::Fake(respond) => {
