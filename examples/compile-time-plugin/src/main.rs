@@ -46,3 +46,19 @@ fn main() {
     let store = registry.store("fixed", &serde_json::json!({"chunks": []}), &FactoryContext::new("example"));
     println!("built: {}", store.map(|s| s.name().to_owned()).unwrap_or_else(|e| e.to_string()));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kind_is_registered_builds_its_store_and_refuses_unknown_keys() {
+        let registry = Registry::builtin().unwrap();
+        assert!(registry.names(PluginKind::Store).contains(&"fixed"));
+        let ctx = FactoryContext::new("example");
+        let store = registry.store("fixed", &serde_json::json!({"chunks": []}), &ctx).unwrap();
+        assert_eq!(store.name(), "fixed");
+        let refused = registry.store("fixed", &serde_json::json!({"chunk": []}), &ctx).err().unwrap();
+        assert!(refused.to_string().contains("unknown field `chunk`"), "{refused}");
+    }
+}
