@@ -154,6 +154,43 @@ mod tests {
     }
 
     #[test]
+    fn engines_are_built_as_their_settings_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn VectorStore> = Arc::new(rr_embedded::EmbeddedStore::open(dir.path()).unwrap());
+        let hash: Arc<dyn Embedder> = Arc::new(rr_hash_embed::HashEmbedder::new(256).unwrap());
+        // The defaults are the drop-in's: two results a file first, the store's order, `query: ` (and
+        // dense retrieval, which a store without a lexical ranking, as Chroma, gets by default).
+        let defaults = EngineSettings {
+            retrieval: RetrievalSettings { mode: Some(RetrievalMode::Dense), ..Default::default() },
+            ..Default::default()
+        };
+        let built = engine(store.clone(), hash.clone(), None, &defaults, str::to_owned).unwrap();
+        assert_eq!((built.per_file(), built.code_rank()), (2, None));
+        let first = &built.stores()[0];
+        assert_eq!((first.query_prefix.as_str(), first.retriever.mode()), ("query: ", RetrievalMode::Dense));
+        // Every setting reaches the engine.
+        let settings = EngineSettings {
+            retrieval: RetrievalSettings { rrf_k: Some(30.0), ..Default::default() },
+            query_prefix: String::new(),
+            rerank: RerankOptions { max_candidates: 7, ..RerankOptions::default() },
+            per_file: 0,
+            code_rank: Some(CodeRank::default()),
+        };
+        let built = engine(store.clone(), hash.clone(), None, &settings, str::to_owned).unwrap();
+        assert_eq!((built.per_file(), built.code_rank()), (0, Some(&CodeRank::default())));
+        let first = &built.stores()[0];
+        assert_eq!((first.query_prefix.as_str(), first.retriever.mode()), ("", RetrievalMode::Hybrid));
+        assert_eq!(first.retriever.hybrid().rrf_k, 30.0);
+        // A refusal names the setting by the caller's key.
+        let stray = EngineSettings {
+            retrieval: RetrievalSettings { mode: Some(RetrievalMode::Dense), depth: Some(5), ..Default::default() },
+            ..Default::default()
+        };
+        let refusal = engine(store, hash, None, &stray, |k| format!("stores.docs.{k}")).err().unwrap();
+        assert_eq!(refusal.to_string(), "stores.docs.hybrid_depth: applies to hybrid retrieval only, not dense");
+    }
+
+    #[test]
     fn the_section_reads_the_file_keys() {
         let settings: RetrievalSettings =
             serde_json::from_str(r#"{"retrieval": "hybrid", "hybrid_rrf_k": 30, "hybrid_depth": 10}"#).unwrap();
