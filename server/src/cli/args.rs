@@ -143,12 +143,10 @@ impl RetrievalArgs {
     }
 }
 
-/// The flag of a retrieval setting: `hybrid_rrf_k` is `--hybrid-rrf-k`.
+/// The flag of a hybrid setting (the only keys a refusal names):
+/// `hybrid_rrf_k` is `--hybrid-rrf-k`.
 pub(crate) fn flag_name(key: &str) -> String {
-    match key {
-        "retrieval" => "--mode".to_owned(),
-        key => format!("--{}", key.replace('_', "-")),
-    }
+    format!("--{}", key.replace('_', "-"))
 }
 
 /// Reranking of the embedded store (`search`, `serve` without --stores or --chroma-url).
@@ -240,6 +238,5 @@ mod tests {
     fn retrieval_settings_are_named_by_their_flags() {
         assert_eq!(flag_name("hybrid_rrf_k"), "--hybrid-rrf-k");
         assert_eq!(flag_name("hybrid_weight_dense"), "--hybrid-weight-dense");
-        assert_eq!(flag_name("retrieval"), "--mode");
     }
 }
