@@ -309,7 +309,7 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
         };
         let (mode, hybrid) = section
             .retrieval
-            .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.{key}"))
+            .resolve(store.lexical().is_some(), embedder.as_ref(), |key| format!("stores.{name}.{key}"))
             .map_err(StoresError::Retrieval)?;
         let mut entry = FederatedStore::new(name.clone(), store, embedder).with_retrieval(mode, hybrid);
         entry.model = section
