@@ -15,7 +15,7 @@ use std::time::Instant;
 use crate::retrieval::EngineSettings;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
-use rr_core::{BackendError, EmbeddedChunk, Embedder, IndexStore, Reranker, SearchEngine};
+use rr_core::{BackendError, EmbeddedChunk, Embedder, IndexStore, Reranker, SearchEngine, VectorStore};
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_http::{HttpClient, HttpSettings};
 use rr_indexer::sync::{SyncOptions, SyncPhase, SyncSummary};
@@ -416,8 +416,15 @@ pub struct ChromaTarget {
 pub struct IndexRequest {
     pub root: PathBuf,
     pub store: PathBuf,
-    /// When set, records go to this Chroma collection and `store` is unused.
+    /// When set, records go to this Chroma collection, and `store` is unused
+    /// unless [`lexical_index`](Self::lexical_index) says otherwise.
     pub chroma: Option<ChromaTarget>,
+    /// With `chroma`: `store` is the lexical index kept beside the
+    /// collection. It receives the same records and the files' texts, and
+    /// keeps the settings (embedder, prefixes, chunking) as an embedded store
+    /// does, so its embedder makes the collection's vectors too, and a search
+    /// embeds queries with it ([`open_beside`]).
+    pub lexical_index: bool,
     /// The chunking to index with, overriding `options.chunking.scheme`. `None`: the one an
     /// existing embedded store records, [`DEFAULT_EMBEDDED_CHUNKING`] for a new one, the
     /// reference's for Chroma (records identical to the reference indexer's). A store indexed
@@ -455,7 +462,7 @@ pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
 /// The settings `request` indexes with: those of the store (or a new
 /// store's), the reference's chunking for Chroma, and the chunking asked for.
 fn index_settings(request: &IndexRequest) -> Result<StoreSettings, LocalError> {
-    let mut settings = if request.chroma.is_some() {
+    let mut settings = if request.chroma.is_some() && !request.lexical_index {
         StoreSettings { chunking: ChunkingScheme::Reference, ..StoreSettings::default() }
     } else {
         std::fs::create_dir_all(&request.store).map_err(LocalError::io("create the store folder", &request.store))?;
@@ -480,9 +487,9 @@ async fn index_with(
     settings: StoreSettings,
     embedder: Arc<dyn Embedder>,
 ) -> Result<SyncSummary, LocalError> {
-    let store = match &request.chroma {
-        Some(_) => None,
-        None => Some(open_store(&request.store)?),
+    let store = match (&request.chroma, request.lexical_index) {
+        (Some(_), false) => None,
+        _ => Some(open_store(&request.store)?),
     };
     index_in(request, settings, embedder, store, Writes::Batched).await
 }
@@ -513,6 +520,9 @@ pub(crate) async fn index_in(
     let (root, identity, mut options) = (request.root.clone(), request.identity.clone(), request.options.clone());
     options.chunking.scheme = settings.chunking;
     let known = match &store {
+        // A collection may lack records its index holds: every file is read
+        // and its records compared with what both hold.
+        Some(_) if request.chroma.is_some() => rr_indexer::KnownFiles::new(),
         Some(store) => {
             let (namespace_id, chunking) = (identity.namespace_id(), options.chunking);
             blocking_write(store, move |s| known_files(s, &namespace_id, chunking)).await?
@@ -534,6 +544,20 @@ pub(crate) async fn index_in(
         let (store, embedder) = chroma_target(target)?;
         return stream_into(&store, &embedder, None, stream, &request, &opts, chunking).await;
     };
+    if let Some(target) = &request.chroma {
+        let (remote, _) = chroma_target(target)?;
+        let files = if request.dry_run { None } else { Some(store.as_ref()) };
+        let index = Coalesced::new(store.as_ref(), false);
+        let both = crate::beside::Beside::new(&remote, &index);
+        let summary = stream_into(&both, embedder.as_ref(), files, stream, &request, &opts, chunking).await;
+        let flushed = index.flush().await;
+        let summary = summary?;
+        flushed?;
+        if !request.dry_run {
+            write_settings(&request.store, &settings)?;
+        }
+        return Ok(summary);
+    }
     let files = if request.dry_run { None } else { Some(store.as_ref()) };
     let writes = Coalesced::new(store.as_ref(), mode == Writes::Atomic);
     let summary = stream_into(&writes, embedder.as_ref(), files, stream, &request, &opts, chunking).await;
@@ -972,6 +996,11 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// The Chroma collection of `target`, to search.
+pub fn chroma_store(target: &ChromaTarget) -> Result<Arc<dyn VectorStore>, LocalError> {
+    Ok(Arc::new(chroma_target(target)?.0))
+}
+
 /// The Chroma store and embedder of a Chroma target, on one HTTP client.
 fn chroma_target(target: &ChromaTarget) -> Result<(ChromaStore, OpenAiEmbedder), LocalError> {
     let mut settings = HttpSettings::new(crate::user_agent());
@@ -1017,6 +1046,11 @@ pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
 /// answer a question often stand in the same file (docs/evaluation.md, "What
 /// the search tool returns").
 pub const EMBEDDED_PER_FILE: usize = 0;
+
+/// The settings an existing store (or lexical index) was written with.
+pub fn open_settings(store_dir: &Path) -> Result<StoreSettings, LocalError> {
+    read_settings(store_dir)?.ok_or_else(|| LocalError::NoIndex(store_dir.to_owned()))
+}
 
 /// An existing store with the embedder its vectors were made with: the
 /// parts of [`engine`], for callers that run the pipeline's steps themselves
@@ -1089,7 +1123,7 @@ impl OpenStore {
 
 /// Opens an existing store (see [`OpenStore`]).
 pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
-    let settings = read_settings(store_dir)?.ok_or_else(|| LocalError::NoIndex(store_dir.to_owned()))?;
+    let settings = open_settings(store_dir)?;
     let embedder = embedder_for(&settings)?;
     let store = open_store(store_dir)?;
     // An endpoint's dimension (0) is whatever its model makes: the store
@@ -1279,6 +1313,7 @@ mod tests {
             root: root.to_owned(),
             store: store.to_owned(),
             chroma: None,
+            lexical_index: false,
             chunking: None,
             identity: Identity::new("acme", "widgets", "main", ""),
             options: IndexOptions::default(),

@@ -1047,3 +1047,42 @@ async fn serve_watch_is_not_woken_by_its_own_reads_nor_by_its_store_inside_the_c
     assert_eq!(updates(&mcp), 1, "{}", mcp.stderr());
     mcp.close().await;
 }
+
+/// `index --chroma-url … --lexical-index DIR` writes potion vectors into a real Chroma and the same
+/// records into the index beside it; `serve --chroma-url … --lexical-index DIR` then answers as the
+/// embedded store answers the same folder (hybrid, the head read again, the code ranking).
+#[tokio::test]
+async fn a_chroma_collection_with_its_lexical_index_answers_as_the_embedded_store() {
+    let f = fixture();
+    let collection = "beside-lexical-index";
+    support::delete_collection(&f.chroma_url, collection).await;
+    let (embedded, index_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    index_chunked(&corpus(), embedded.path(), &[]);
+    let into = ["--chroma-url", &f.chroma_url, "--collection-name", collection];
+    let beside = [&into[..], &["--lexical-index", index_dir.path().to_str().unwrap()]].concat();
+    let first = index_chunked(&corpus(), Path::new("unused"), &beside);
+    assert!(first["chunks_added_or_updated"].as_u64().unwrap() > 80, "{first}");
+    let again = index_chunked(&corpus(), Path::new("unused"), &beside);
+    assert_eq!(again["chunks_added_or_updated"], 0, "{again}");
+    assert!(!Path::new("unused").exists(), "--store is not written with --lexical-index");
+
+    // Without the index, a collection needs the endpoint that makes its vectors.
+    let (code, stderr) = failure(&[&["index", corpus().to_str().unwrap()][..], &into[..], &["--embedder", "potion"]].concat());
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            Some(1),
+            "Error: --embedder chooses the embedder of an embedded store or of a lexical index; with --chroma-url \
+             the vectors come from --embedding-api-url unless --lexical-index is given\n"
+        )
+    );
+
+    let serve = [&["serve", "--tools", "search"][..], &beside[..]].concat();
+    let mut mcp = Server::new().args(serve).stdio().await;
+    for query in ["where is the configuration loaded and validated", "widget store", "LoadConfig", "http handler"] {
+        let remote = mcp.call_tool("search", json!({"query": query, "limit": 5})).await;
+        let local = search(embedded.path(), query, &["--limit", "5"]);
+        assert_eq!(local, format!("{}\n", tool_text(&remote)), "query {query:?}");
+    }
+    mcp.close().await;
+}

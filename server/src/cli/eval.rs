@@ -69,6 +69,12 @@ pub struct SuiteCmd {
     /// The embedder of stores this run creates, as `index --embedder` (an existing store keeps its own).
     #[arg(long, value_parser = ["potion", "hash", "minilm"])]
     pub embedder: Option<String>,
+    /// Index each repository into the collection `suite-<name>` of this Chroma server, with the
+    /// lexical index beside it in the store folder (`index --chroma-url … --lexical-index`), and search
+    /// the collection through it (`serve --chroma-url … --lexical-index`). Tenant and database are
+    /// Chroma's defaults; a token comes from CHROMA_REPO_SEARCH_BEARER_TOKEN.
+    #[arg(long, value_name = "URL")]
+    pub chroma_url: Option<String>,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
@@ -120,7 +126,17 @@ async fn run_suite(args: SuiteCmd) -> Result<bool, String> {
         repos: args.repos,
         reindex: args.reindex,
     };
-    let backend = SuiteSearch { reranker: args.rerank.reranker()?, retrieval: args.retrieval, embedder: args.embedder };
+    if args.chroma_url.is_some() && args.retrieval.is_set() {
+        return Err("--mode and --hybrid-* set the embedded store's retrieval; with --chroma-url the suite searches \
+                    as `serve --chroma-url … --lexical-index` does"
+            .into());
+    }
+    let backend = SuiteSearch {
+        reranker: args.rerank.reranker()?,
+        retrieval: args.retrieval,
+        embedder: args.embedder,
+        chroma_url: args.chroma_url,
+    };
     let report = rr_eval::suite::run(&options, &backend).await.map_err(|e| e.to_string())?;
     if let Some(path) = &args.json {
         let body = serde_json::to_vec_pretty(&rr_eval::suite::to_json(&report)).map_err(|e| e.to_string())?;
@@ -135,16 +151,46 @@ struct SuiteSearch {
     retrieval: RetrievalArgs,
     embedder: Option<String>,
     reranker: Option<std::sync::Arc<dyn rr_core::Reranker>>,
+    /// Index into and search this Chroma server, with the lexical index in the store folder.
+    chroma_url: Option<String>,
+}
+
+impl SuiteSearch {
+    /// The Chroma collection of the repository whose store is `store`.
+    fn collection(&self, store: &Path) -> Option<rr_engine::local::ChromaTarget> {
+        let url = self.chroma_url.as_ref()?;
+        let name = store.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Some(rr_engine::local::ChromaTarget {
+            server_url: url.clone(),
+            collection_name: format!("suite-{name}"),
+            tenant: "default_tenant".into(),
+            database: "default_database".into(),
+            bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
+            embedding_api_url: String::new(),
+            embedding_model: String::new(),
+            embedding_api_key: None,
+        })
+    }
 }
 
 #[async_trait::async_trait]
 impl rr_eval::suite::SuiteBackend for SuiteSearch {
     async fn index(&self, folder: &Path, store: &Path) -> Result<(), String> {
         let args = super::index::for_store(folder, store, self.embedder.as_deref())?;
-        rr_engine::local::index(super::index::request(&args)?).await.map(drop).map_err(|e| e.to_string())
+        let mut request = super::index::request(&args)?;
+        if let Some(target) = self.collection(store) {
+            request.chroma = Some(target);
+            request.lexical_index = true;
+        }
+        rr_engine::local::index(request).await.map(drop).map_err(|e| e.to_string())
     }
 
     fn engine(&self, store: &Path) -> Result<rr_core::SearchEngine, String> {
+        if let Some(target) = self.collection(store) {
+            let remote = rr_engine::local::chroma_store(&target).map_err(|e| e.to_string())?;
+            let engine = rr_engine::beside::engine(remote, store, self.reranker.clone()).map_err(|e| e.to_string())?;
+            return Ok(engine);
+        }
         let open = rr_engine::local::open(store).map_err(|e| e.to_string())?;
         self.retrieval.engine(&open, self.reranker.clone())
     }

@@ -73,16 +73,23 @@ pub struct IndexArgs {
     /// OpenAI-compatible embeddings endpoint: --embedding-api-url and --embedding-model, key from
     /// CHROMA_REPO_SEARCH_EMBEDDING_API_KEY) [default: potion]. An existing store keeps the one it
     /// was created with.
-    #[arg(long, value_parser = ["potion", "hash", "minilm", "openai"], conflicts_with = "chroma_url")]
+    #[arg(long, value_parser = ["potion", "hash", "minilm", "openai"])]
     pub embedder: Option<String>,
     /// Prepended to queries before embedding, for a new store [default: the embedder's: "query: " for
     /// hash and openai, none for potion and minilm].
-    #[arg(long, conflicts_with = "chroma_url")]
+    #[arg(long)]
     pub query_prefix: Option<String>,
     /// Prepended to documents before embedding, for a new store [default: the embedder's: "passage: "
     /// for hash and openai, none for potion and minilm].
-    #[arg(long, conflicts_with = "chroma_url")]
+    #[arg(long)]
     pub document_prefix: Option<String>,
+    /// With --chroma-url: the folder of the lexical index kept beside the collection (the same
+    /// records, the files' texts and the embedder, as an embedded store keeps them). The collection's
+    /// vectors then come from the index's embedder (--embedder for a new index, potion by default) and
+    /// its chunking (semantic for a new index); `serve --chroma-url … --lexical-index DIR` searches
+    /// both as the embedded store is searched.
+    #[arg(long, value_name = "DIR", requires = "chroma_url")]
+    pub lexical_index: Option<PathBuf>,
     #[command(flatten)]
     pub chroma: ChromaArgs,
 }
@@ -138,10 +145,18 @@ pub fn request(args: &IndexArgs) -> Result<IndexRequest, String> {
     options.selection.respect_ignore = !args.no_ignore;
     options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
     options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
-    choose_embedder(args, &file)?;
+    let chroma = chroma_target(args, &file)?;
+    if chroma.is_some() && args.lexical_index.is_none() && let Some(flag) = embedder_flag(args) {
+        return Err(format!(
+            "{flag} chooses the embedder of an embedded store or of a lexical index; with --chroma-url the \
+             vectors come from --embedding-api-url unless --lexical-index is given"
+        ));
+    }
+    let store = args.lexical_index.clone().unwrap_or_else(|| args.store.dir());
+    choose_embedder(args, &file, &store)?;
     Ok(IndexRequest {
         root: args.dir.clone(),
-        store: args.store.dir(),
+        store,
         identity: identity(args),
         options,
         batch_size: args.batch_size.or(file.sync.batch_size).unwrap_or(100),
@@ -149,14 +164,26 @@ pub fn request(args: &IndexArgs) -> Result<IndexRequest, String> {
         output_manifest: args.output_manifest.clone(),
         progress: None,
         chunking: args.chunking.as_deref().map(str::parse).transpose()?,
-        chroma: chroma_target(args, &file)?,
+        lexical_index: args.lexical_index.is_some(),
+        chroma,
     })
+}
+
+/// The first flag that chooses a new store's embedder, if any is given.
+fn embedder_flag(args: &IndexArgs) -> Option<&'static str> {
+    [
+        (args.embedder.is_some(), "--embedder"),
+        (args.query_prefix.is_some(), "--query-prefix"),
+        (args.document_prefix.is_some(), "--document-prefix"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
 }
 
 /// A new store's embedder and prefixes, when the flags name them (an
 /// existing store refuses others).
-fn choose_embedder(args: &IndexArgs, file: &IndexConfig) -> Result<(), String> {
-    if args.embedder.is_none() && args.query_prefix.is_none() && args.document_prefix.is_none() {
+fn choose_embedder(args: &IndexArgs, file: &IndexConfig, store: &Path) -> Result<(), String> {
+    if embedder_flag(args).is_none() {
         return Ok(());
     }
     let endpoint = match args.embedder.as_deref() {
@@ -171,7 +198,7 @@ fn choose_embedder(args: &IndexArgs, file: &IndexConfig) -> Result<(), String> {
         _ => None,
     };
     rr_engine::local::choose_settings(
-        &args.store.dir(),
+        store,
         args.embedder.as_deref(),
         args.query_prefix.as_deref(),
         args.document_prefix.as_deref(),
@@ -199,7 +226,11 @@ fn chroma_target(args: &IndexArgs, file: &IndexConfig) -> Result<Option<ChromaTa
         embedding_model: chroma.embedding_model.clone().or(file.embedding.model.clone()).unwrap_or_default(),
         embedding_api_key: std::env::var("CHROMA_REPO_SEARCH_EMBEDDING_API_KEY").ok().filter(|s| !s.is_empty()),
     };
-    if target.collection_name.is_empty() || target.embedding_api_url.is_empty() || target.embedding_model.is_empty() {
+    if target.collection_name.is_empty() {
+        return Err("a Chroma target needs a collection name".into());
+    }
+    // With a lexical index, the index's embedder makes the vectors.
+    if args.lexical_index.is_none() && (target.embedding_api_url.is_empty() || target.embedding_model.is_empty()) {
         return Err("a Chroma target needs a collection name, an embedding API URL and an embedding model".into());
     }
     Ok(Some(target))

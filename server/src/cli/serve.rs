@@ -65,6 +65,12 @@ pub struct ServeCmd {
     /// Serve a Chroma collection (search, and with --tools all the navigation tools over its chunks).
     #[command(flatten)]
     pub chroma: ChromaArgs,
+    /// With --chroma-url: the lexical index kept beside the collection (`index --chroma-url …
+    /// --lexical-index DIR`). The collection is then searched as the embedded store is (hybrid
+    /// retrieval, the head read again, the code ranking), queries embedded by the index's embedder
+    /// (no --embedding-api-url needed for a built-in one), and the navigation tools read the index.
+    #[arg(long, value_name = "DIR", requires = "chroma_url")]
+    pub lexical_index: Option<PathBuf>,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
@@ -88,7 +94,8 @@ pub async fn run(args: ServeCmd) -> Result<bool, String> {
     if remote && args.retrieval.is_set() {
         return Err(REMOTE_MODE.into());
     }
-    let chroma = serve_config(&args.chroma, args.store.store.is_some() || args.stores.is_some())?;
+    let index = args.lexical_index.as_deref();
+    let chroma = serve_config(&args.chroma, index, args.store.store.is_some() || args.stores.is_some())?;
     // The listener first: a refused address or bad token list fails before the store opens.
     let listener = match &args.http {
         Some(addr) => Some(http_listener(addr, &args).await?),
@@ -100,7 +107,10 @@ pub async fn run(args: ServeCmd) -> Result<bool, String> {
         config
     });
     let served = match (&chroma, &args.stores) {
-        (Some(config), _) => Served::remote(crate::app::build_engine(config)?),
+        (Some(config), _) => Served::remote(match index {
+            Some(dir) => crate::app::build_engine_beside(config, dir)?,
+            None => crate::app::build_engine(config)?,
+        }),
         (None, Some(file)) => Served::remote(rr_engine::stores::engine(file).map_err(|e| e.to_string())?),
         (None, None) => serve_store(&args, nav_config.clone())?,
     };
@@ -126,6 +136,7 @@ pub async fn run(args: ServeCmd) -> Result<bool, String> {
     if let Some(config) = nav_config {
         let nav = match (served.nav, &chroma) {
             (Some(nav), _) => nav,
+            (None, Some(_)) if let Some(dir) = index => rr_engine::nav_embedded::open_dir(dir, config)?,
             (None, Some(chroma)) => rr_engine::nav_chroma::open(chroma_source(chroma)?, config).await?,
             (None, None) => rr_engine::nav_embedded::open_dir(&args.store.dir(), config)?,
         };
@@ -320,24 +331,44 @@ pub fn local_services(
 /// validated as the drop-in validates them and
 /// everything else (tokens, API keys, reranking, attempts, timeout) comes
 /// from the drop-in's environment variables.
-pub fn serve_config(chroma: &ChromaArgs, with_store: bool) -> Result<Option<crate::config::Config>, String> {
+pub fn serve_config(
+    chroma: &ChromaArgs,
+    lexical_index: Option<&Path>,
+    with_store: bool,
+) -> Result<Option<crate::config::Config>, String> {
     let Some(url) = &chroma.chroma_url else {
         return Ok(None);
     };
     if with_store {
         return Err("--chroma-url serves a Chroma collection; it cannot be combined with --store or --stores".into());
     }
+    // With a lexical index, queries are embedded by the index's embedder:
+    // the configuration's endpoint is the index's own, or none is called.
+    let (embedding_api_url, embedding_model) = match lexical_index {
+        Some(dir) => {
+            let settings = rr_engine::local::open_settings(dir).map_err(|e| e.to_string())?;
+            match settings.endpoint {
+                Some(endpoint) => (Some(endpoint.api_url), Some(endpoint.model)),
+                None => (Some(NO_ENDPOINT.to_owned()), Some(settings.embedder)),
+            }
+        }
+        None => (chroma.embedding_api_url.clone(), chroma.embedding_model.clone()),
+    };
     let flags = crate::config::DropInFlags {
         server_url: Some(url.clone()),
         collection_name: chroma.collection_name.clone(),
-        embedding_api_url: chroma.embedding_api_url.clone(),
-        embedding_model: chroma.embedding_model.clone(),
+        embedding_api_url,
+        embedding_model,
         tenant: Some(chroma.tenant.clone()),
         database: Some(chroma.database.clone()),
         ..Default::default()
     };
     crate::config::from_flags(&flags, &crate::config::process_env).map(Some).map_err(|e| e.to_string())
 }
+
+/// The embedding endpoint of a configuration whose queries a built-in model
+/// embeds: a loopback origin nothing is sent to.
+const NO_ENDPOINT: &str = "http://127.0.0.1:9";
 
 /// The navigation tools' source over the collection `config` names, with
 /// its own HTTP client (same attempts, timeout and redacted secrets as
