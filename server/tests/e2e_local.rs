@@ -1067,7 +1067,8 @@ async fn a_chroma_collection_with_its_lexical_index_answers_as_the_embedded_stor
     assert!(!Path::new("unused").exists(), "--store is not written with --lexical-index");
 
     // Without the index, a collection needs the endpoint that makes its vectors.
-    let (code, stderr) = failure(&[&["index", corpus().to_str().unwrap()][..], &into[..], &["--embedder", "potion"]].concat());
+    let (code, stderr) =
+        failure(&[&["index", corpus().to_str().unwrap()][..], &into[..], &["--embedder", "potion"]].concat());
     assert_eq!(
         (code, stderr.as_str()),
         (
@@ -1075,6 +1076,12 @@ async fn a_chroma_collection_with_its_lexical_index_answers_as_the_embedded_stor
             "Error: --embedder chooses the embedder of an embedded store or of a lexical index; with --chroma-url \
              the vectors come from --embedding-api-url unless --lexical-index is given\n"
         )
+    );
+
+    let (code, stderr) = failure(&[&["index", corpus().to_str().unwrap()][..], &into[..]].concat());
+    assert_eq!(
+        (code, stderr.as_str()),
+        (Some(1), "Error: a Chroma target needs a collection name, an embedding API URL and an embedding model\n")
     );
 
     let serve = [&["serve", "--tools", "search"][..], &beside[..]].concat();

@@ -145,13 +145,17 @@ pub fn request(args: &IndexArgs) -> Result<IndexRequest, String> {
     options.selection.respect_ignore = !args.no_ignore;
     options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
     options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
-    let chroma = chroma_target(args, &file)?;
-    if chroma.is_some() && args.lexical_index.is_none() && let Some(flag) = embedder_flag(args) {
+    let to_chroma = args.chroma.chroma_url.is_some() || file.chroma.server_url.is_some();
+    if to_chroma
+        && args.lexical_index.is_none()
+        && let Some(flag) = embedder_flag(args)
+    {
         return Err(format!(
             "{flag} chooses the embedder of an embedded store or of a lexical index; with --chroma-url the \
              vectors come from --embedding-api-url unless --lexical-index is given"
         ));
     }
+    let chroma = chroma_target(args, &file)?;
     let store = args.lexical_index.clone().unwrap_or_else(|| args.store.dir());
     choose_embedder(args, &file, &store)?;
     Ok(IndexRequest {
