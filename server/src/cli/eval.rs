@@ -75,6 +75,11 @@ pub struct SuiteCmd {
     /// Chroma's defaults; a token comes from CHROMA_REPO_SEARCH_BEARER_TOKEN.
     #[arg(long, value_name = "URL")]
     pub chroma_url: Option<String>,
+    /// With --chroma-url: split each repository in two by file name (names starting with a–m or a
+    /// digit in an embedded store, the rest in the Chroma collection with its lexical index) and search
+    /// both as one `serve --stores` federation (`code_rank = true`, `per_file = 0`).
+    #[arg(long, requires = "chroma_url")]
+    pub federation: bool,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
@@ -136,6 +141,7 @@ async fn run_suite(args: SuiteCmd) -> Result<bool, String> {
         retrieval: args.retrieval,
         embedder: args.embedder,
         chroma_url: args.chroma_url,
+        federation: args.federation,
     };
     let report = rr_eval::suite::run(&options, &backend).await.map_err(|e| e.to_string())?;
     if let Some(path) = &args.json {
@@ -153,7 +159,14 @@ struct SuiteSearch {
     reranker: Option<std::sync::Arc<dyn rr_core::Reranker>>,
     /// Index into and search this Chroma server, with the lexical index in the store folder.
     chroma_url: Option<String>,
+    /// Half of each repository in an embedded store, half in Chroma, searched as a federation.
+    federation: bool,
 }
+
+/// The files of a federation's embedded half: names starting with a–m or a digit.
+const EMBEDDED_HALF: &str = "**/[a-mA-M0-9]*";
+/// The embedded half's store, inside the Chroma half's lexical index folder.
+const EMBEDDED_HALF_DIR: &str = "embedded-half";
 
 impl SuiteSearch {
     /// The Chroma collection of the repository whose store is `store`.
@@ -182,10 +195,29 @@ impl rr_eval::suite::SuiteBackend for SuiteSearch {
             request.chroma = Some(target);
             request.lexical_index = true;
         }
-        rr_engine::local::index(request).await.map(drop).map_err(|e| e.to_string())
+        if self.federation {
+            request.options.selection.exclude_paths.push(EMBEDDED_HALF.into());
+        }
+        rr_engine::local::index(request).await.map_err(|e| e.to_string())?;
+        if self.federation {
+            let half = store.join(EMBEDDED_HALF_DIR);
+            let args = super::index::for_store(folder, &half, self.embedder.as_deref())?;
+            let mut request = super::index::request(&args)?;
+            request.options.selection.include_paths = vec![EMBEDDED_HALF.into()];
+            rr_engine::local::index(request).await.map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     fn engine(&self, store: &Path) -> Result<rr_core::SearchEngine, String> {
+        if let (true, Some(target)) = (self.federation, self.collection(store)) {
+            // JSON is YAML: the file is written as JSON and read as YAML.
+            let file = store.join("stores.yaml");
+            let embedder = rr_engine::local::open_settings(store).map_err(|e| e.to_string())?.embedder;
+            let body = federation_file(&target, store, &store.join(EMBEDDED_HALF_DIR), &embedder)?;
+            std::fs::write(&file, body).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+            return rr_engine::stores::engine(&file).map_err(|e| e.to_string());
+        }
         if let Some(target) = self.collection(store) {
             let remote = rr_engine::local::chroma_store(&target).map_err(|e| e.to_string())?;
             let engine = rr_engine::beside::engine(remote, store, self.reranker.clone()).map_err(|e| e.to_string())?;
@@ -194,4 +226,36 @@ impl rr_eval::suite::SuiteBackend for SuiteSearch {
         let open = rr_engine::local::open(store).map_err(|e| e.to_string())?;
         self.retrieval.engine(&open, self.reranker.clone())
     }
+}
+
+/// The `serve --stores` file of a federation: the embedded half and the
+/// Chroma half with its lexical index, both embedded by `embedder` (no
+/// query prefix, as the built-in models have none), merged as code.
+fn federation_file(
+    target: &rr_engine::local::ChromaTarget,
+    index: &Path,
+    half: &Path,
+    embedder: &str,
+) -> Result<String, String> {
+    let file = serde_json::json!({
+        "code_rank": true,
+        "per_file": 0,
+        "stores": {
+            "embedded": {
+                "kind": "embedded",
+                "path": half,
+                "query_prefix": "",
+                "embedder": {"kind": embedder},
+            },
+            "chroma": {
+                "kind": "chroma",
+                "url": target.server_url,
+                "collection": target.collection_name,
+                "lexical_index": index,
+                "query_prefix": "",
+                "embedder": {"kind": embedder},
+            },
+        },
+    });
+    serde_json::to_string_pretty(&file).map_err(|e| e.to_string())
 }
