@@ -676,6 +676,35 @@ fn index_json(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `index` reads no file over `--max-file-bytes` (1 MiB by default, as `add_repository`): each one
+/// is named in the summary and on stderr.
+#[test]
+fn index_skips_a_file_over_the_size_limit_and_names_it() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("demo");
+    write(&root, "src/lib.rs", "/// Parses the widget configuration.\npub fn parse_widget_config() {}\n");
+    write(&root, "logs/huge.log", &"a line of a very long log\n".repeat(50_000));
+    let store = work.path().join("store");
+    let out = run(&["index", root.to_str().unwrap(), "--store", store.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["files_indexed"], 1, "{summary}");
+    assert_eq!(
+        summary["files_skipped"],
+        json!([{"path": "logs/huge.log", "reason": "1300000 bytes, over the limit of 1048576 bytes"}])
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "skipped logs/huge.log: 1300000 bytes, over the limit of 1048576 bytes\n"
+    );
+    let out = run(&["index", root.to_str().unwrap(), "--store", store.to_str().unwrap(), "--max-file-bytes", "40"]);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["files_indexed"], 0, "{summary}");
+    let skipped: Vec<&str> =
+        summary["files_skipped"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(skipped, ["logs/huge.log", "src/lib.rs"]);
+}
+
 #[test]
 fn a_built_checkout_is_indexed_without_its_build_output() {
     let work = tempfile::tempdir().unwrap();
