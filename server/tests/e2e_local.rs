@@ -1039,6 +1039,33 @@ async fn serve_search_takes_language_and_kind_among_what_the_index_holds() {
 }
 
 #[tokio::test]
+async fn serve_search_selects_markdown_and_refuses_blank_filters() {
+    let store = tempfile::tempdir().unwrap();
+    index_chunked(&corpus(), store.path(), &[]);
+    let mcp =
+        Server::new().args(["serve", "--tools", "search", "--store", store.path().to_str().unwrap()]).stdio().await;
+    let tools = mcp.list_tools().await;
+    let languages = &tools["tools"][0]["inputSchema"]["properties"]["language"]["enum"];
+    assert!(languages.as_array().unwrap().contains(&json!("markdown")), "{languages}");
+
+    let result = mcp.call_tool("search", json!({"query": "configuration", "language": "markdown", "limit": 3})).await;
+    let files = excerpt_files(tool_text(&result)).into_iter().map(str::to_owned).collect::<Vec<_>>();
+    assert!(!files.is_empty() && files.iter().all(|f| f.split('#').next().unwrap().ends_with(".md")), "{files:?}");
+    let cli = search(store.path(), "configuration", &["--language", "markdown", "--limit", "3"]);
+    assert_eq!(cli, format!("{}\n", tool_text(&result)));
+
+    for (argument, value) in [("language", ""), ("language", " "), ("language", "go\n"), ("kind", ""), ("kind", " ")] {
+        let result = mcp.call_tool("search", json!({"query": "configuration", argument: value})).await;
+        assert!(support::is_error(&result), "{argument}={value:?}");
+        assert!(tool_text(&result).starts_with(&format!("unknown {argument} ")), "{}", tool_text(&result));
+    }
+    let out = run(&["search", "configuration", "--store", store.path().to_str().unwrap(), "--language", ""]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("unknown language \"\"; valid languages: "));
+    drop(mcp);
+}
+
+#[tokio::test]
 async fn serve_watch_keeps_the_navigation_tools_in_step() {
     let (_work, dir, store) = watched_copy();
     let mcp = Server::new()
