@@ -224,10 +224,10 @@ pub fn serve_tokens(
         if from_file.is_empty() {
             return Err(format!("--token-file {} lists no token", path.display()));
         }
-        tokens.extend(from_file);
+        tokens.extend(from_file)?;
     }
     if let Some(text) = env(TOKENS_ENV).filter(|t| !t.trim().is_empty()) {
-        tokens.extend(Tokens::parse(&text, TOKENS_ENV, &[','])?);
+        tokens.extend(Tokens::parse(&text, TOKENS_ENV, &[','])?)?;
     }
     Ok((!tokens.is_empty()).then_some(tokens))
 }
