@@ -163,6 +163,22 @@ pub struct ToolOutcome {
     pub log: ToolLog,
 }
 
+/// The answer to a search that did not finish within `deadline` (the
+/// backends are slow or do not answer): a backend failure, as the client
+/// and the log see it.
+pub fn timed_out(args: &SearchArgs, deadline: std::time::Duration) -> ToolOutcome {
+    let text = format!("repository content search failed: the search did not finish within {deadline:?}");
+    let log = ToolLog {
+        tool: TOOL_NAME.into(),
+        parameters: Some(args.normalized()),
+        outcome: "error",
+        error: BACKEND_FAILURE.into(),
+        response_content_bytes: text.len(),
+        ..Default::default()
+    };
+    ToolOutcome { text, is_error: true, log }
+}
+
 /// How a failed search reads to the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorText {
