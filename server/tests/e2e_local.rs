@@ -980,6 +980,80 @@ async fn serve_watch_killed_during_an_update_converges_when_started_again() {
     drop(again);
 }
 
+/// The chunk ids and files (path, hash) of one branch's namespace of `local/widgets`.
+fn branch_state(store: &Path, branch: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let embedded = rr_embedded::EmbeddedStore::open(store).unwrap();
+    let namespace = rr_indexer::Identity::new("local", "widgets", branch, "").namespace_id();
+    let mut ids = embedded.ids_in_namespace(&namespace).unwrap();
+    let mut files: Vec<_> =
+        embedded.list_files(&namespace).unwrap().into_iter().map(|f| (f.path, f.file_hash)).collect();
+    ids.sort();
+    files.sort();
+    (ids, files)
+}
+
+/// `/readyz` of a server's `--metrics` address: its status.
+async fn readyz(addr: &str) -> u16 {
+    reqwest::get(format!("http://{addr}/readyz")).await.unwrap().status().as_u16()
+}
+
+/// A watched folder deleted and created again (a re-clone): the watch says not ready while it is
+/// gone, then watches the new folder and indexes it, new files included.
+#[tokio::test]
+async fn serve_watch_follows_a_folder_deleted_and_created_again() {
+    let (work, dir, store) = watched_copy();
+    let addr = format!("127.0.0.1:{}", support::free_port());
+    let mcp = watch_server(&dir, &store).args(["--metrics", &addr]).stdio().await;
+    let initial = fresh_state(&dir);
+    eventually("the catch-up", WATCHED, || async { store_state(&store) == initial }).await;
+    eventually("ready after the catch-up", WATCHED, || async { readyz(&addr).await == 200 }).await;
+
+    let copy = work.path().join("copy");
+    copy_dir(&dir, &copy);
+    std::fs::remove_dir_all(&dir).unwrap();
+    eventually("not ready while the folder is gone", WATCHED, || async { readyz(&addr).await == 503 }).await;
+    copy_dir(&copy, &dir);
+    std::fs::write(dir.join("x.md"), "# x\n\nThe replacedFolderMarker page.\n").unwrap();
+    let wanted = fresh_state(&dir);
+    assert_ne!(wanted, initial);
+    eventually("the new folder indexed", WATCHED, || async { store_state(&store) == wanted }).await;
+    eventually("ready again", WATCHED, || async { readyz(&addr).await == 200 }).await;
+
+    // And it is watched: a later edit is indexed too.
+    std::fs::write(dir.join("y.md"), "# y\n\nAnother page.\n").unwrap();
+    let wanted = fresh_state(&dir);
+    eventually("an edit in the new folder", WATCHED, || async { store_state(&store) == wanted }).await;
+    drop(mcp);
+}
+
+/// After `git checkout feature` the watched files are indexed as `feature`'s, as a fresh `index`
+/// labels them, not as the branch the watch started on.
+#[tokio::test]
+async fn serve_watch_indexes_a_branch_switch_as_the_new_branch() {
+    let (_work, dir, store) = watched_copy();
+    git(&dir, &["init", "--quiet", "--initial-branch", "main"]);
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "--quiet", "-m", "main"]);
+    git(&dir, &["checkout", "--quiet", "-b", "feature"]);
+    write(&dir, "feature.md", "# Feature\n\nThe featureBranchMarker page.\n");
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "--quiet", "-m", "feature"]);
+    git(&dir, &["checkout", "--quiet", "main"]);
+
+    let mcp = watch_server(&dir, &store).stdio().await;
+    let main = fresh_state(&dir);
+    eventually("the catch-up as main", WATCHED, || async { branch_state(&store, "main") == main }).await;
+
+    git(&dir, &["checkout", "--quiet", "feature"]);
+    let feature = fresh_state(&dir);
+    eventually("the switch indexed as feature", WATCHED, || async { branch_state(&store, "feature") == feature }).await;
+    let result = mcp
+        .call_tool("search", json!({"query": "featureBranchMarker", "source": "local/widgets@feature", "limit": 1}))
+        .await;
+    assert!(tool_text(&result).contains("local/widgets@feature"), "{}", tool_text(&result));
+    drop(mcp);
+}
+
 /// Every file under `dir`.
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();

@@ -186,9 +186,11 @@ fn serve_store(args: &ServeCmd, nav: Option<NavConfig>) -> Result<Served, String
     // watch's first run fills it.
     let follow = args.watch.as_deref().map(|dir| watch_request(dir, &args.store.dir())).transpose()?;
     let local = local_services(&args.store.dir(), &args.retrieval.settings(), args.rerank.reranker()?, nav)?;
-    let gate: Option<rr_mcp::telemetry::ReadyGate> = None;
+    let mut gate: Option<rr_mcp::telemetry::ReadyGate> = None;
     if let Some(request) = follow {
-        let follower = rr_engine::watch::Follower::new(request, &local.open).map_err(|e| e.to_string())?;
+        let follower = rr_engine::watch::Follower::new(request, &local.open)
+            .map_err(|e| e.to_string())?
+            .identity_from_checkout(Default::default());
         let debounce = std::time::Duration::from_millis(args.watch_debounce_ms);
         let mut watch = rr_engine::watch::Watch::start(follower, debounce).map_err(|e| e.to_string())?;
         if let Some(nav) = local.nav.clone() {
@@ -199,6 +201,8 @@ fn serve_store(args: &ServeCmd, nav: Option<NavConfig>) -> Result<Served, String
                 }
             });
         }
+        let status = watch.status();
+        gate = Some(Arc::new(move || status.check()));
         tokio::spawn(watch.run());
     }
     Ok(Served { engine: local.engine, nav: local.nav, status: Some(local.status), facets: Some(local.facets), gate })
