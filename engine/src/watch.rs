@@ -31,8 +31,9 @@
 //! A watched folder that is deleted and created again (a re-clone, a
 //! recreated worktree, a build that wipes and restores) takes its
 //! notifications with it. The watch notices (the folder's inode changes,
-//! or it is gone), says not ready, waits for the folder to be back,
-//! watches it anew and indexes it again.
+//! it is gone, or a notification says it was deleted or moved: a folder
+//! created at once may get the old inode number back), says not ready,
+//! waits for the folder to be back, watches it anew and indexes it again.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -279,6 +280,17 @@ impl Watch {
         }
     }
 
+    /// Whether a notification says the watched folder itself was deleted
+    /// or moved away: its watch is then gone, even when a folder created
+    /// at once in its place got the same inode number back.
+    fn loses_root(&self, result: &DebounceEventResult) -> bool {
+        let Ok(events) = result else { return false };
+        events.iter().any(|event| {
+            matches!(event.kind, EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_)))
+                && event.paths.contains(&self.root)
+        })
+    }
+
     /// Catches up with the folder, then updates the store after every
     /// burst of changes, until the notifications stop. A failed update is
     /// logged and retried at the next change.
@@ -290,20 +302,21 @@ impl Watch {
         let mut check = tokio::time::interval(FOLDER_CHECK);
         check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            let wanted = tokio::select! {
+            let (wanted, lost) = tokio::select! {
                 first = self.events.recv() => {
                     let Some(first) = first else { break };
-                    let mut wanted = self.concerns_files(&first);
+                    let (mut wanted, mut lost) = (self.concerns_files(&first), self.loses_root(&first));
                     log_errors(&first);
                     while let Ok(more) = self.events.try_recv() {
                         wanted |= self.concerns_files(&more);
+                        lost |= self.loses_root(&more);
                         log_errors(&more);
                     }
-                    wanted
+                    (wanted, lost)
                 }
-                _ = check.tick() => false,
+                _ = check.tick() => (false, false),
             };
-            if FolderId::of(&self.root) != self.inode {
+            if lost || FolderId::of(&self.root) != self.inode {
                 self.rearm().await;
             } else if wanted {
                 let outcome = self.follower.update().await;

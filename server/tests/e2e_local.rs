@@ -1023,6 +1023,16 @@ async fn serve_watch_follows_a_folder_deleted_and_created_again() {
     std::fs::write(dir.join("y.md"), "# y\n\nAnother page.\n").unwrap();
     let wanted = fresh_state(&dir);
     eventually("an edit in the new folder", WATCHED, || async { store_state(&store) == wanted }).await;
+
+    // Replaced at once, between two looks (the new folder may get the old inode number back).
+    std::fs::remove_dir_all(&dir).unwrap();
+    copy_dir(&copy, &dir);
+    let wanted = fresh_state(&dir);
+    eventually("the folder replaced at once", WATCHED, || async { store_state(&store) == wanted }).await;
+    eventually("ready after it", WATCHED, || async { readyz(&addr).await == 200 }).await;
+    std::fs::write(dir.join("z.md"), "# z\n\nA page after the quick replacement.\n").unwrap();
+    let wanted = fresh_state(&dir);
+    eventually("an edit after the quick replacement", WATCHED, || async { store_state(&store) == wanted }).await;
     drop(mcp);
 }
 
