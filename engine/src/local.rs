@@ -546,7 +546,7 @@ pub(crate) async fn index_in(
     };
     if let Some(target) = &request.chroma {
         let (remote, _) = chroma_target(target)?;
-        let files = if request.dry_run { None } else { Some(store.as_ref()) };
+        let files = if request.dry_run { None } else { Some(Texts { store: store.as_ref(), held: None }) };
         let index = Coalesced::new(store.as_ref(), false);
         let both = crate::beside::Beside::new(&remote, &index);
         let summary = stream_into(&both, embedder.as_ref(), files, stream, &request, &opts, chunking).await;
@@ -558,8 +558,10 @@ pub(crate) async fn index_in(
         }
         return Ok(summary);
     }
-    let files = if request.dry_run { None } else { Some(store.as_ref()) };
-    let writes = Coalesced::new(store.as_ref(), mode == Writes::Atomic);
+    let atomic = mode == Writes::Atomic;
+    let writes = Coalesced::new(store.as_ref(), atomic);
+    let files =
+        if request.dry_run { None } else { Some(Texts { store: store.as_ref(), held: atomic.then_some(&writes) }) };
     let summary = stream_into(&writes, embedder.as_ref(), files, stream, &request, &opts, chunking).await;
     // Batched, written even when the run failed: what the sync handed over
     // is whole batches, which the next run then counts as unchanged.
@@ -626,6 +628,24 @@ struct Coalesced<'a> {
 struct Pending {
     upsert: Vec<EmbeddedChunk>,
     delete: Vec<String>,
+    /// Files' texts, written in the same transaction as the records (atomic only).
+    put_files: Vec<StoredFile>,
+    delete_files: Vec<FileKey>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.upsert.is_empty() && self.delete.is_empty() && self.put_files.is_empty() && self.delete_files.is_empty()
+    }
+}
+
+/// Where the texts of the indexed files go: written to `store` in batches
+/// as they come, or, for an atomic run, `held` with its records and
+/// written in their transaction.
+#[derive(Clone, Copy)]
+struct Texts<'s, 'c> {
+    store: &'s EmbeddedStore,
+    held: Option<&'c Coalesced<'s>>,
 }
 
 impl<'a> Coalesced<'a> {
@@ -633,16 +653,28 @@ impl<'a> Coalesced<'a> {
         Coalesced { store, atomic, pending: tokio::sync::Mutex::new(Pending::default()) }
     }
 
+    /// Holds files' texts to write with the records (atomic only).
+    async fn hold_files(&self, put: Vec<StoredFile>, delete: Vec<FileKey>) {
+        let mut pending = self.pending.lock().await;
+        pending.put_files.extend(put);
+        pending.delete_files.extend(delete);
+    }
+
     /// Writes what is gathered, in one transaction.
     async fn flush(&self) -> Result<(), BackendError> {
         let mut pending = self.pending.lock().await;
-        if pending.upsert.is_empty() && pending.delete.is_empty() {
+        if pending.is_empty() {
             return Ok(());
         }
         let taken = std::mem::take(&mut *pending);
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || {
-            store.write(&WriteBatch { delete: &taken.delete, upsert: &taken.upsert, ..Default::default() })
+            store.write(&WriteBatch {
+                delete: &taken.delete,
+                upsert: &taken.upsert,
+                delete_files: &taken.delete_files,
+                put_files: &taken.put_files,
+            })
         })
         .await
         .unwrap_or_else(|e| {
@@ -705,7 +737,7 @@ impl IndexStore for Coalesced<'_> {
 async fn stream_into(
     store: &dyn IndexStore,
     embedder: &dyn Embedder,
-    files: Option<&EmbeddedStore>,
+    files: Option<Texts<'_, '_>>,
     mut stream: BuildStream,
     request: &IndexRequest,
     opts: &SyncOptions,
@@ -716,7 +748,7 @@ async fn stream_into(
         request.output_manifest.as_deref().map(|path| ManifestSpool::create(path, stream.files())).transpose()?;
     let mut sync = StreamSync::start(store, embedder, &namespace_id, opts).await?;
     let mut texts = match files {
-        Some(files) => Some(FileSync::start(files, &namespace_id, chunking.key()).await?),
+        Some(files) => Some(FileSync::start(files.store, &namespace_id, chunking.key(), files.held).await?),
         None => None,
     };
     let total = stream.files();
@@ -768,7 +800,7 @@ async fn stream_into(
     if let Some(texts) = texts {
         texts.finish().await?;
     }
-    Ok(summary.with_identity(&request.identity).with_build_stats(&stream.stats()))
+    Ok(summary.with_identity(&request.identity).with_build_stats(&stream.stats()).with_skipped(stream.skipped()))
 }
 
 /// Texts of indexed files written per batch, at most this many bytes...
@@ -780,8 +812,10 @@ const FILE_BATCH_FILES: usize = 500;
 /// they come: changed and new files written in batches, vanished ones
 /// removed at the end, unchanged ones left alone (a re-run over unchanged
 /// files writes nothing).
-struct FileSync {
+struct FileSync<'c> {
     store: EmbeddedStore,
+    /// An atomic run's writes: the texts go with the records.
+    held: Option<&'c Coalesced<'c>>,
     namespace_id: String,
     /// The key of the chunking the records are cut with.
     chunking: String,
@@ -791,8 +825,13 @@ struct FileSync {
     pending_bytes: usize,
 }
 
-impl FileSync {
-    async fn start(store: &EmbeddedStore, namespace_id: &str, chunking: String) -> Result<Self, LocalError> {
+impl<'c> FileSync<'c> {
+    async fn start(
+        store: &EmbeddedStore,
+        namespace_id: &str,
+        chunking: String,
+        held: Option<&'c Coalesced<'c>>,
+    ) -> Result<Self, LocalError> {
         let namespace = namespace_id.to_owned();
         let unseen = blocking_write(store, move |s| {
             Ok(s.list_files(&namespace)?.into_iter().map(|f| (f.path, (f.file_hash, f.chunking, f.chunks))).collect())
@@ -800,6 +839,7 @@ impl FileSync {
         .await?;
         Ok(FileSync {
             store: store.clone(),
+            held,
             namespace_id: namespace_id.to_owned(),
             chunking,
             unseen,
@@ -837,9 +877,15 @@ impl FileSync {
         Ok(())
     }
 
-    /// Writes the queued files in one transaction.
+    /// Writes the queued files in one transaction (an atomic run's go with
+    /// its records instead).
     async fn flush(&mut self) -> Result<(), LocalError> {
         if self.pending.is_empty() {
+            return Ok(());
+        }
+        if let Some(held) = self.held {
+            held.hold_files(std::mem::take(&mut self.pending), Vec::new()).await;
+            self.pending_bytes = 0;
             return Ok(());
         }
         let put = std::mem::take(&mut self.pending);
@@ -854,6 +900,10 @@ impl FileSync {
         let delete: Vec<FileKey> =
             self.unseen.into_keys().map(|path| FileKey { namespace_id: namespace_id.clone(), path }).collect();
         if delete.is_empty() {
+            return Ok(());
+        }
+        if let Some(held) = self.held {
+            held.hold_files(Vec::new(), delete).await;
             return Ok(());
         }
         blocking_write(&self.store, move |s| s.write(&WriteBatch { delete_files: &delete, ..Default::default() })).await
@@ -1377,6 +1427,36 @@ mod tests {
             "the batches written before the fault count as unchanged"
         );
         assert!(EmbeddedStore::open(store.path()).unwrap().check().unwrap().is_consistent());
+    }
+
+    /// An atomic run (a watch's update or catch-up) over many new files that fails midway writes
+    /// nothing: not their records, and not their texts either, which would show files whose
+    /// chunks are missing.
+    #[tokio::test]
+    async fn an_atomic_run_that_fails_writes_neither_records_nor_texts() {
+        let folder = corpus();
+        let store = tempfile::tempdir().unwrap();
+        index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        let before = contents(store.path());
+        // More new files than a batch of texts holds.
+        for n in 0..FILE_BATCH_FILES + 20 {
+            std::fs::write(folder.path().join(format!("added_{n}.md")), format!("# Page {n}\n\nText {n}.\n")).unwrap();
+        }
+        let run = |embedder: Arc<dyn Embedder>| {
+            let request = request(folder.path(), store.path());
+            let settings = index_settings(&request).unwrap();
+            let open = open_store(store.path()).unwrap();
+            async move { index_in(request, settings, embedder, Some(open), Writes::Atomic).await }
+        };
+        let err = run(failing_after(3)).await.unwrap_err();
+        assert_eq!(err.to_string(), "embedding failed: injected fault");
+        assert_eq!(contents(store.path()), before);
+
+        let done = run(healthy()).await.unwrap();
+        assert!(done.chunks_added_or_updated >= FILE_BATCH_FILES + 20, "{done:?}");
+        let (ids, files) = contents(store.path());
+        assert_eq!(files.len(), before.1.len() + FILE_BATCH_FILES + 20);
+        assert_eq!(ids.len(), before.0.len() + done.chunks_added_or_updated);
     }
 
     /// Stored record ids of one file of the namespace.

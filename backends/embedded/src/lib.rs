@@ -726,7 +726,7 @@ impl EmbeddedStore {
                     branch: m.branch.clone(),
                     source_line: line.to_owned(),
                     kind: PathClass::of(&m.path),
-                    language: m.language.clone(),
+                    language: rr_core::filter::filter_language(&m.language, &m.file_type).to_owned(),
                 };
                 written.push((pk, key, &record.embedding));
             }
@@ -1397,6 +1397,8 @@ fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex,
         .prepare(
             "SELECT c.pk, c.organization, c.repository, c.branch, c.source_line, v.embedding, c.path,
                     CASE json_type(c.metadata, '$.language') WHEN 'text' THEN json_extract(c.metadata, '$.language')
+                    ELSE '' END,
+                    CASE json_type(c.metadata, '$.file_type') WHEN 'text' THEN json_extract(c.metadata, '$.file_type')
                     ELSE '' END
              FROM chunks c JOIN vectors v ON v.pk = c.pk",
         )
@@ -1414,7 +1416,11 @@ fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex,
             kind: PathClass::of(row.get_ref(6).map_err(err())?.as_str().unwrap_or_default()),
             // A language of another JSON type than a string reads as none,
             // as `Metadata` reads it.
-            language: row.get(7).map_err(err())?,
+            language: {
+                let language: String = row.get(7).map_err(err())?;
+                let file_type: String = row.get(8).map_err(err())?;
+                rr_core::filter::filter_language(&language, &file_type).to_owned()
+            },
         };
         index.insert(pk, key, &vector);
     }

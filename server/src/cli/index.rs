@@ -30,6 +30,10 @@ pub struct IndexArgs {
     /// Index what .gitignore, .ignore and .git/info/exclude ignore too: the reference indexer's file selection.
     #[arg(long)]
     pub no_ignore: bool,
+    /// Leave out a file larger than this many bytes, listed in the summary's `files_skipped` (0: no
+    /// limit; with --no-ignore, the reference indexer's selection).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
     /// Git wildmatch patterns of paths to include (repeatable) [default: **].
     #[arg(long = "include-paths", value_name = "PATTERN")]
     pub include_paths: Vec<String>,
@@ -94,6 +98,11 @@ pub struct IndexArgs {
     pub chroma: ChromaArgs,
 }
 
+/// The largest file `index` and `serve --watch` read by default: as
+/// `add_repository`'s, 1 MiB. A bigger text file is generated or data
+/// (a 30 MB log makes tens of thousands of chunks) rather than code.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 20;
+
 /// `index` alone, to parse its command line.
 #[derive(Parser)]
 #[command(name = "index")]
@@ -143,6 +152,7 @@ pub fn request(args: &IndexArgs) -> Result<IndexRequest, String> {
     options.selection.include_extensions = or_file(&args.include_extensions, &file.files.include_extensions);
     options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
     options.selection.respect_ignore = !args.no_ignore;
+    options.selection.max_file_bytes = args.max_file_bytes;
     options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
     options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
     let to_chroma = args.chroma.chroma_url.is_some() || file.chroma.server_url.is_some();
@@ -256,6 +266,10 @@ pub async fn run(args: IndexArgs) -> Result<bool, String> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    super::output::stdout(&format!("{}\n", summary.map_err(|e| e.to_string())?.to_json()))?;
+    let summary = summary.map_err(|e| e.to_string())?;
+    for skipped in &summary.files_skipped {
+        eprintln!("skipped {}: {}", skipped.path, skipped.reason);
+    }
+    super::output::stdout(&format!("{}\n", summary.to_json()))?;
     Ok(true)
 }

@@ -14,6 +14,7 @@ use super::args::{ChromaArgs, RerankArgs, RetrievalArgs, StoreArg};
 use super::search::SearchFacets;
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("listener").args(["http", "metrics"]).multiple(false)))]
 pub struct ServeCmd {
     #[command(flatten)]
     pub store: StoreArg,
@@ -24,19 +25,21 @@ pub struct ServeCmd {
     pub http: Option<String>,
     /// Bearer tokens of --http, one `TOKEN ROLE` per line (ROLE: admin or read-only, read-only when
     /// absent; `#` starts a comment). Tokens in $REPO_RETRIEVER_TOKENS (same format, entries may be
-    /// comma-separated) are accepted too. Only admin tokens may call add_repository. Ignored over stdio.
+    /// comma-separated) are accepted too. Only admin tokens may call add_repository. With --metrics,
+    /// a scrape of /metrics needs one (any role).
     #[arg(long, value_name = "PATH", env = "REPO_RETRIEVER_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
-    /// Serve --http on a non-loopback address without tokens: anyone who reaches it may read the
-    /// index and add repositories.
-    #[arg(long, requires = "http")]
+    /// Serve --http (or --metrics) on a non-loopback address without tokens: anyone who reaches it
+    /// may read the index and add repositories (or read the metrics).
+    #[arg(long, requires = "listener")]
     pub allow_unauthenticated: bool,
     /// A browser origin allowed to call --http (scheme://host[:port]; repeatable; `*`: any). A
     /// request whose Origin header is neither loopback nor listed is refused with 403.
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     pub allow_origins: Vec<String>,
     /// Serve /healthz, /readyz and Prometheus /metrics on this address or port (a bare port:
-    /// 127.0.0.1) beside a stdio server; with --http they are on the HTTP listener.
+    /// 127.0.0.1) beside a stdio server; with --http they are on the HTTP listener. As for --http,
+    /// another address than loopback needs tokens or --allow-unauthenticated.
     #[arg(long, value_name = "ADDR|PORT", conflicts_with = "http")]
     pub metrics: Option<String>,
     /// Search the named stores of this TOML/YAML file as one, instead of the embedded store.
@@ -51,6 +54,10 @@ pub struct ServeCmd {
     /// Largest `search` query in bytes (default 4 MiB, the HTTP body cap).
     #[arg(long, env = crate::limits::ENV_MAX_QUERY_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_query_bytes: Option<u64>,
+    /// How long a `search` may take in all, every backend's time-outs and attempts included; past it
+    /// the call answers that the search did not finish (e.g. 30s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub search_timeout: std::time::Duration,
     /// Let add_repository fetch from loopback addresses (tests only; also REPO_RETRIEVER_ALLOW_LOOPBACK_GIT=1).
     #[arg(long)]
     pub allow_loopback_git: bool,
@@ -87,6 +94,9 @@ pub const REMOTE_MODE: &str = "--mode and --hybrid-* set the embedded store's re
 
 /// Serves MCP until the client leaves (stdio) or the process is stopped (HTTP).
 pub async fn run(args: ServeCmd) -> Result<bool, String> {
+    if args.search_timeout.is_zero() {
+        return Err("--search-timeout must be more than 0".into());
+    }
     let remote = args.stores.is_some() || args.chroma.chroma_url.is_some();
     if remote && !args.rerank.kinds.is_empty() {
         return Err(REMOTE_RERANK.into());
@@ -124,13 +134,14 @@ pub async fn run(args: ServeCmd) -> Result<bool, String> {
     let mut server = rr_mcp::McpServer::builder(engine, crate::app::NAME, crate::app::version_line())
         .limits(limits)
         .error_text(rr_mcp::ErrorText::Summary)
+        .search_deadline(args.search_timeout)
         .log_tool_durations(true);
     if let Some(facets) = served.facets {
         server = server.facets(Arc::new(SearchFacets(facets)));
     }
     let mut options = rr_mcp::http::HttpOptions {
         access: listener.as_ref().map(|(_, access)| access.clone()),
-        telemetry: telemetry(&args, listener.is_some(), status).await?,
+        telemetry: telemetry(&args, listener.is_some(), status, served.gate).await?,
         ..Default::default()
     };
     if let Some(config) = nav_config {
@@ -169,11 +180,13 @@ struct Served {
     /// The store's figures; `None` probes the engine instead.
     status: Option<Arc<dyn rr_mcp::telemetry::StoreStatus>>,
     facets: Option<rr_engine::local::StoreFacets>,
+    /// What a watch says of its folder, for `/readyz`.
+    gate: Option<rr_mcp::telemetry::ReadyGate>,
 }
 
 impl Served {
     fn remote(engine: rr_core::SearchEngine) -> Self {
-        Served { engine, nav: None, status: None, facets: None }
+        Served { engine, nav: None, status: None, facets: None, gate: None }
     }
 }
 
@@ -184,8 +197,11 @@ fn serve_store(args: &ServeCmd, nav: Option<NavConfig>) -> Result<Served, String
     // watch's first run fills it.
     let follow = args.watch.as_deref().map(|dir| watch_request(dir, &args.store.dir())).transpose()?;
     let local = local_services(&args.store.dir(), &args.retrieval.settings(), args.rerank.reranker()?, nav)?;
+    let mut gate: Option<rr_mcp::telemetry::ReadyGate> = None;
     if let Some(request) = follow {
-        let follower = rr_engine::watch::Follower::new(request, &local.open).map_err(|e| e.to_string())?;
+        let follower = rr_engine::watch::Follower::new(request, &local.open)
+            .map_err(|e| e.to_string())?
+            .identity_from_checkout(Default::default());
         let debounce = std::time::Duration::from_millis(args.watch_debounce_ms);
         let mut watch = rr_engine::watch::Watch::start(follower, debounce).map_err(|e| e.to_string())?;
         if let Some(nav) = local.nav.clone() {
@@ -196,9 +212,11 @@ fn serve_store(args: &ServeCmd, nav: Option<NavConfig>) -> Result<Served, String
                 }
             });
         }
+        let status = watch.status();
+        gate = Some(Arc::new(move || status.check()));
         tokio::spawn(watch.run());
     }
-    Ok(Served { engine: local.engine, nav: local.nav, status: Some(local.status), facets: Some(local.facets) })
+    Ok(Served { engine: local.engine, nav: local.nav, status: Some(local.status), facets: Some(local.facets), gate })
 }
 
 /// The metrics of `--http` or `--metrics` (the latter on its own listener);
@@ -207,15 +225,26 @@ async fn telemetry(
     args: &ServeCmd,
     http: bool,
     status: Arc<dyn rr_mcp::telemetry::StoreStatus>,
+    gate: Option<rr_mcp::telemetry::ReadyGate>,
 ) -> Result<Option<rr_mcp::telemetry::Telemetry>, String> {
     if !http && args.metrics.is_none() {
         return Ok(None);
     }
-    let telemetry = rr_mcp::telemetry::Telemetry::install(Some(status))?;
+    let mut telemetry = rr_mcp::telemetry::Telemetry::install(Some(status))?;
+    if let Some(gate) = gate {
+        telemetry = telemetry.gate(gate);
+    }
     rr_http::describe_metrics();
     if let Some(addr) = &args.metrics {
+        // The rule of --http: loopback, tokens, or --allow-unauthenticated said.
+        let tokens = serve_tokens(args.token_file.as_deref(), &|name| std::env::var(name).ok())?;
         let listener = rr_mcp::http::bind_local(addr).await.map_err(|e| format!("--metrics {addr}: {e}"))?;
-        tokio::spawn(rr_mcp::http::serve_status(listener, telemetry.clone()));
+        let local = listener.local_addr().map_err(|e| format!("--metrics {addr}: {e}"))?;
+        if tokens.is_none() && !local.ip().to_canonical().is_loopback() && !args.allow_unauthenticated {
+            return Err(unauthenticated_refusal("--metrics", &local, "the server's metrics"));
+        }
+        let access = Arc::new(rr_mcp::auth::Access { tokens, origins: rr_mcp::auth::Origins::default() });
+        tokio::spawn(rr_mcp::http::serve_status(listener, telemetry.clone(), Some(access)));
     }
     Ok(Some(telemetry))
 }
@@ -235,20 +264,21 @@ pub fn serve_tokens(
         if from_file.is_empty() {
             return Err(format!("--token-file {} lists no token", path.display()));
         }
-        tokens.extend(from_file);
+        tokens.extend(from_file)?;
     }
     if let Some(text) = env(TOKENS_ENV).filter(|t| !t.trim().is_empty()) {
-        tokens.extend(Tokens::parse(&text, TOKENS_ENV, &[','])?);
+        tokens.extend(Tokens::parse(&text, TOKENS_ENV, &[','])?)?;
     }
     Ok((!tokens.is_empty()).then_some(tokens))
 }
 
-/// Why `serve --http` refuses an address other than loopback without tokens.
-pub fn unauthenticated_refusal(addr: &std::net::SocketAddr) -> String {
+/// Why `serve --http` (or `--metrics`, `flag`) refuses an address other
+/// than loopback without tokens; `exposed` is what anyone could then read.
+pub fn unauthenticated_refusal(flag: &str, addr: &std::net::SocketAddr, exposed: &str) -> String {
     format!(
-        "refusing to serve --http on {addr} without authentication: anyone who reaches it could read every \
-         indexed file and make the server clone repositories. Give bearer tokens (--token-file PATH or \
-         ${}), listen on loopback only (--http PORT listens on 127.0.0.1), or pass --allow-unauthenticated",
+        "refusing to serve {flag} on {addr} without authentication: anyone who reaches it could read {exposed}. \
+         Give bearer tokens (--token-file PATH or ${}), listen on loopback only ({flag} PORT listens on \
+         127.0.0.1), or pass --allow-unauthenticated",
         rr_mcp::auth::TOKENS_ENV
     )
 }
@@ -265,7 +295,11 @@ async fn http_listener(
     let listener = rr_mcp::http::bind_local(addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
     let local = listener.local_addr().map_err(|e| format!("Streamable HTTP server error: {e}"))?;
     if tokens.is_none() && !local.ip().to_canonical().is_loopback() && !args.allow_unauthenticated {
-        return Err(unauthenticated_refusal(&local));
+        return Err(unauthenticated_refusal(
+            "--http",
+            &local,
+            "every indexed file and make the server clone repositories",
+        ));
     }
     Ok((listener, Arc::new(rr_mcp::auth::Access { tokens, origins })))
 }
