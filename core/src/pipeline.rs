@@ -12,9 +12,9 @@ use crate::query::Query;
 use crate::record::Candidate;
 use crate::request::SearchRequest;
 use crate::rerank::score_order;
-use crate::retrieval::{HybridOptions, RetrievalMode};
+use crate::retrieval::{Fused, HybridOptions, RetrievalMode, read_head_again};
 use crate::select::{PER_FILE_FIRST_PASS, clean_document, select_spread};
-use crate::traits::{CallContext, Embedder, LexicalStore, Reranker, VectorStore};
+use crate::traits::{CallContext, Embedder, LexicalStore, Reranker, TermStatistics, VectorStore};
 
 /// Candidates fetched per requested result without reranking.
 pub const CANDIDATES_PER_RESULT: usize = 3;
@@ -283,10 +283,14 @@ impl SearchEngine {
 
         let (mut candidates, skipped) = if self.federated {
             let mut lists = Vec::new();
+            let mut answered = Vec::new();
             let mut failures = Vec::new();
             for (store, answer) in asked.iter().zip(answers) {
                 match answer {
-                    Ok(list) => lists.push(list),
+                    Ok(list) => {
+                        lists.push(list);
+                        answered.push(*store);
+                    }
                     Err(failure) => {
                         let reason = match failure {
                             StoreFailure::Timeout(t) => format!("timed out after {}", humanize(t)),
@@ -307,6 +311,11 @@ impl SearchEngine {
             }
             let mut fused = fuse(&lists);
             fused.truncate(n_results);
+            if let Some((rerank, statistics)) = union_statistics(&answered, query, ctx).await {
+                let mut merged = Fused { candidates: fused, verbatim: 0 };
+                read_head_again(query, &mut merged, rerank, &statistics);
+                fused = merged.candidates;
+            }
             (fused, failures.into_iter().map(|(store, reason)| SkippedStore { store, reason }).collect())
         } else {
             match answers.into_iter().next() {
@@ -360,6 +369,38 @@ impl SearchEngine {
         }
         Ok(candidates)
     }
+}
+
+/// The term statistics of the union of `stores` when each of them reads its
+/// hybrid head again, with the longest head they read: the merged list is
+/// then read again as one store's would be. Merged by rank alone, one
+/// store's best would otherwise stand beside another's weakest. `None` when
+/// any store cannot say, or fails to.
+async fn union_statistics(
+    stores: &[&FederatedStore],
+    query: &Query,
+    ctx: &CallContext,
+) -> Option<(usize, TermStatistics)> {
+    if stores.len() < 2 {
+        return None;
+    }
+    let tokens = query.lookup_tokens();
+    let mut union = TermStatistics { rows: 0, frequencies: vec![0; tokens.len()] };
+    let mut rerank = 0;
+    for store in stores {
+        let hybrid = store.retriever.hybrid();
+        let lexical = store.lexical()?;
+        if store.retriever.mode() != RetrievalMode::Hybrid || !crate::retrieval::reads_head_again(query, hybrid) {
+            return None;
+        }
+        let statistics = lexical.term_statistics(&tokens, ctx).await.ok()??;
+        union.rows += statistics.rows;
+        for (sum, n) in union.frequencies.iter_mut().zip(statistics.frequencies) {
+            *sum += n;
+        }
+        rerank = rerank.max(hybrid.rerank);
+    }
+    Some((rerank, union))
 }
 
 /// `candidates` followed by the chunks of the files the query names that

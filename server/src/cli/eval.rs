@@ -69,7 +69,7 @@ pub struct SuiteCmd {
     /// The embedder of stores this run creates, as `index --embedder` (an existing store keeps its own).
     #[arg(long, value_parser = ["potion", "hash", "minilm"])]
     pub embedder: Option<String>,
-    /// Index each repository into the collection `suite-<name>` of this Chroma server, with the
+    /// Index each repository into the collection `suite-<name>` (`suite-half-<name>` with --federation) of this Chroma server, with the
     /// lexical index beside it in the store folder (`index --chroma-url … --lexical-index`), and search
     /// the collection through it (`serve --chroma-url … --lexical-index`). Tenant and database are
     /// Chroma's defaults; a token comes from CHROMA_REPO_SEARCH_BEARER_TOKEN.
@@ -175,7 +175,8 @@ impl SuiteSearch {
         let name = store.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         Some(rr_engine::local::ChromaTarget {
             server_url: url.clone(),
-            collection_name: format!("suite-{name}"),
+            // A federation's collection holds half of each repository, never the whole.
+            collection_name: if self.federation { format!("suite-half-{name}") } else { format!("suite-{name}") },
             tenant: "default_tenant".into(),
             database: "default_database".into(),
             bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
