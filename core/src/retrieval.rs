@@ -281,13 +281,9 @@ pub struct Fused {
 /// first): weighted reciprocal-rank fusion on [`fusion_key`], then the best
 /// lexical results that hold a query of several words verbatim first
 /// ([`promote_verbatim`]).
-pub fn fuse_hybrid(query: &Query, dense: &[Candidate], lexical: &[Candidate], options: &HybridOptions) -> Fused {
+pub fn fuse_hybrid(query: &Query, dense: Vec<Candidate>, lexical: Vec<Candidate>, options: &HybridOptions) -> Fused {
     let keys = |list: &[Candidate]| list.iter().map(fusion_key).collect::<Vec<String>>();
-    let (dense_keys, lexical_keys) = (keys(dense), keys(lexical));
-    let mut first: HashMap<&str, &Candidate> = HashMap::with_capacity(dense.len() + lexical.len());
-    for (c, key) in dense.iter().zip(&dense_keys).chain(lexical.iter().zip(&lexical_keys)) {
-        first.entry(key.as_str()).or_insert(c);
-    }
+    let (dense_keys, lexical_keys) = (keys(&dense), keys(&lexical));
     let fused = reciprocal_rank_fusion(
         &[(options.weight_dense, &dense_keys[..]), (options.weight_lexical, &lexical_keys[..])],
         options.rrf_k,
@@ -305,11 +301,19 @@ pub fn fuse_hybrid(query: &Query, dense: &[Candidate], lexical: &[Candidate], op
             .collect(),
         None => Vec::new(),
     };
-    let candidate = |key: &str, score: f64| Candidate { chunk: first[key].chunk.clone(), distance: Some(-score) };
-    let mut candidates: Vec<Candidate> = verbatim.iter().map(|key| candidate(key, score_of[key])).collect();
-    candidates.extend(
-        fused.iter().filter(|(key, _)| !verbatim.contains(&key.as_str())).map(|(key, score)| candidate(key, *score)),
-    );
+    // Each chunk as first seen (dense, then lexical), moved, not copied.
+    let mut first: HashMap<&str, Candidate> = HashMap::with_capacity(dense.len() + lexical.len());
+    for (c, key) in dense.into_iter().zip(&dense_keys).chain(lexical.into_iter().zip(&lexical_keys)) {
+        first.entry(key.as_str()).or_insert(c);
+    }
+    let mut take = |key: &str, score: f64| {
+        first.remove(key).map(|mut c| {
+            c.distance = Some(-score);
+            c
+        })
+    };
+    let mut candidates: Vec<Candidate> = verbatim.iter().filter_map(|key| take(key, score_of[key])).collect();
+    candidates.extend(fused.iter().filter_map(|(key, score)| take(key, *score)));
     Fused { candidates, verbatim: verbatim.len() }
 }
 
@@ -354,8 +358,8 @@ pub fn reads_head_again(query: &Query, options: &HybridOptions) -> bool {
 /// cut to `n_results`.
 pub fn hybrid(
     query: &Query,
-    dense: &[Candidate],
-    lexical: &[Candidate],
+    dense: Vec<Candidate>,
+    lexical: Vec<Candidate>,
     options: &HybridOptions,
     n_results: usize,
     statistics: Option<&TermStatistics>,
@@ -471,7 +475,7 @@ impl Retriever {
         let deep = words(depth);
         let (dense, ranked, statistics) =
             futures::join!(dense(embedding, depth), lexical.lexical_query(&deep, ctx), statistics);
-        Ok(hybrid(query, &dense?, &ranked?, &self.hybrid, n_results, statistics?.as_ref()))
+        Ok(hybrid(query, dense?, ranked?, &self.hybrid, n_results, statistics?.as_ref()))
     }
 }
 
@@ -504,7 +508,7 @@ mod tests {
         let lexical = [d.clone(), b.clone()];
         let options = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50, rerank: 0 };
         let fuse = |query: &str, dense: &[Candidate], lexical: &[Candidate], n: usize| {
-            let fused = fuse_hybrid(&Query::new(query), dense, lexical, &options);
+            let fused = fuse_hybrid(&Query::new(query), dense.to_vec(), lexical.to_vec(), &options);
             let verbatim = fused.verbatim;
             (fused.candidates.into_iter().take(n).map(|c| c.chunk.id).collect::<Vec<_>>(), verbatim)
         };
@@ -518,9 +522,9 @@ mod tests {
         assert_eq!(fuse("pattern must begin", &[], &deep, 1).0, ["x0"]);
         // A lexical ranking of weight 0 promotes only what the dense ranking holds.
         let dense_only = HybridOptions { weight_lexical: 0.0, ..options };
-        let fused = fuse_hybrid(&Query::new("pattern must begin"), &dense, &lexical, &dense_only);
+        let fused = fuse_hybrid(&Query::new("pattern must begin"), dense.to_vec(), lexical.to_vec(), &dense_only);
         assert_eq!((ids(&fused.candidates), fused.verbatim), (vec!["b", "a", "d"], 1));
-        let fused = fuse_hybrid(&Query::new("pattern must begin"), &dense[..2], &lexical, &dense_only);
+        let fused = fuse_hybrid(&Query::new("pattern must begin"), dense[..2].to_vec(), lexical.to_vec(), &dense_only);
         assert_eq!((ids(&fused.candidates), fused.verbatim), (vec!["a", "d"], 0));
     }
     use crate::record::{Chunk, Metadata};
