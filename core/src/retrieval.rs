@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::error::BackendError;
 use crate::evidence;
 use crate::filter::SearchFilter;
-use crate::query::Query;
+pub use crate::query::{Query, contains_verbatim, verbatim_phrase};
 use crate::record::Candidate;
 use crate::traits::{CallContext, Embedder, TermStatistics, VectorQuery, VectorStore};
 // The store-side half (what a store implements, and the options it is
@@ -225,31 +225,6 @@ pub fn fuse_candidates(lists: &[(f64, &[Candidate])], k: f64) -> Vec<Candidate> 
 
 /// How many of the lexical ranking's best a verbatim match is looked for in.
 pub const VERBATIM_DEPTH: usize = 5;
-
-/// The words of a query of two words or more, as [`contains_verbatim`]
-/// looks for them; `None` for a query of fewer words.
-pub fn verbatim_phrase(query: &str) -> Option<String> {
-    let phrase = normalized_words(query);
-    (phrase.split(' ').filter(|w| !w.is_empty()).count() >= 2).then_some(phrase)
-}
-
-/// Whether `document` holds `phrase` ([`verbatim_phrase`]) word for word:
-/// letters and digits compared case-insensitively, anything else between
-/// words ignored.
-pub fn contains_verbatim(document: &str, phrase: &str) -> bool {
-    normalized_words(document).contains(phrase)
-}
-
-/// Lower-cased runs of letters and digits, each between single spaces.
-fn normalized_words(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(' ');
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        out.extend(word.chars().flat_map(char::to_lowercase));
-        out.push(' ');
-    }
-    out
-}
 
 /// `fused` with the lexical ranking's best [`VERBATIM_DEPTH`] that hold the
 /// query word for word ([`contains_verbatim`]) first, in the lexical
