@@ -332,7 +332,7 @@ impl SearchEngine {
             candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
         }
         if let Some(code_rank) = &self.code_rank {
-            candidates = code_rank.rank(query, candidates);
+            candidates = code_rank.rank(&query.shape, candidates);
         }
         Ok(SearchOutcome { results: select_spread(candidates, request.limit, self.per_file), skipped })
     }

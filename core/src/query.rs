@@ -5,7 +5,6 @@
 
 use crate::code_rank::QueryShape;
 use crate::evidence;
-use crate::retrieval::verbatim_phrase;
 
 /// One search's query, with what the ranking stages read of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,7 +12,7 @@ pub struct Query {
     /// The query as the user wrote it (no model prefix).
     pub text: String,
     /// Its words when it has two or more, as a verbatim match compares them
-    /// ([`crate::retrieval::contains_verbatim`]).
+    /// ([`contains_verbatim`]).
     pub phrase: Option<String>,
     /// The stemmed terms a candidate's evidence is read for
     /// ([`crate::evidence`]); none for a query of stopwords.
@@ -43,6 +42,31 @@ impl Query {
         }
         out
     }
+}
+
+/// The words of a query of two words or more, as [`contains_verbatim`]
+/// looks for them; `None` for a query of fewer words.
+pub fn verbatim_phrase(query: &str) -> Option<String> {
+    let phrase = normalized_words(query);
+    (phrase.split(' ').filter(|w| !w.is_empty()).count() >= 2).then_some(phrase)
+}
+
+/// Whether `document` holds `phrase` ([`verbatim_phrase`]) word for word:
+/// letters and digits compared case-insensitively, anything else between
+/// words ignored.
+pub fn contains_verbatim(document: &str, phrase: &str) -> bool {
+    normalized_words(document).contains(phrase)
+}
+
+/// Lower-cased runs of letters and digits, each between single spaces.
+fn normalized_words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(' ');
+    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        out.extend(word.chars().flat_map(char::to_lowercase));
+        out.push(' ');
+    }
+    out
 }
 
 #[cfg(test)]

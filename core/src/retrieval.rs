@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::error::BackendError;
 use crate::evidence;
 use crate::filter::SearchFilter;
-use crate::query::Query;
+pub use crate::query::{Query, contains_verbatim, verbatim_phrase};
 use crate::record::Candidate;
 use crate::traits::{CallContext, Embedder, TermStatistics, VectorQuery, VectorStore};
 // The store-side half (what a store implements, and the options it is
@@ -226,31 +226,6 @@ pub fn fuse_candidates(lists: &[(f64, &[Candidate])], k: f64) -> Vec<Candidate> 
 /// How many of the lexical ranking's best a verbatim match is looked for in.
 pub const VERBATIM_DEPTH: usize = 5;
 
-/// The words of a query of two words or more, as [`contains_verbatim`]
-/// looks for them; `None` for a query of fewer words.
-pub fn verbatim_phrase(query: &str) -> Option<String> {
-    let phrase = normalized_words(query);
-    (phrase.split(' ').filter(|w| !w.is_empty()).count() >= 2).then_some(phrase)
-}
-
-/// Whether `document` holds `phrase` ([`verbatim_phrase`]) word for word:
-/// letters and digits compared case-insensitively, anything else between
-/// words ignored.
-pub fn contains_verbatim(document: &str, phrase: &str) -> bool {
-    normalized_words(document).contains(phrase)
-}
-
-/// Lower-cased runs of letters and digits, each between single spaces.
-fn normalized_words(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(' ');
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        out.extend(word.chars().flat_map(char::to_lowercase));
-        out.push(' ');
-    }
-    out
-}
-
 /// `fused` with the lexical ranking's best [`VERBATIM_DEPTH`] that hold the
 /// query word for word ([`contains_verbatim`]) first, in the lexical
 /// order. A chunk that holds an error text or a several-word name exactly as
@@ -281,13 +256,9 @@ pub struct Fused {
 /// first): weighted reciprocal-rank fusion on [`fusion_key`], then the best
 /// lexical results that hold a query of several words verbatim first
 /// ([`promote_verbatim`]).
-pub fn fuse_hybrid(query: &Query, dense: &[Candidate], lexical: &[Candidate], options: &HybridOptions) -> Fused {
+pub fn fuse_hybrid(query: &Query, dense: Vec<Candidate>, lexical: Vec<Candidate>, options: &HybridOptions) -> Fused {
     let keys = |list: &[Candidate]| list.iter().map(fusion_key).collect::<Vec<String>>();
-    let (dense_keys, lexical_keys) = (keys(dense), keys(lexical));
-    let mut first: HashMap<&str, &Candidate> = HashMap::with_capacity(dense.len() + lexical.len());
-    for (c, key) in dense.iter().zip(&dense_keys).chain(lexical.iter().zip(&lexical_keys)) {
-        first.entry(key.as_str()).or_insert(c);
-    }
+    let (dense_keys, lexical_keys) = (keys(&dense), keys(&lexical));
     let fused = reciprocal_rank_fusion(
         &[(options.weight_dense, &dense_keys[..]), (options.weight_lexical, &lexical_keys[..])],
         options.rrf_k,
@@ -305,11 +276,19 @@ pub fn fuse_hybrid(query: &Query, dense: &[Candidate], lexical: &[Candidate], op
             .collect(),
         None => Vec::new(),
     };
-    let candidate = |key: &str, score: f64| Candidate { chunk: first[key].chunk.clone(), distance: Some(-score) };
-    let mut candidates: Vec<Candidate> = verbatim.iter().map(|key| candidate(key, score_of[key])).collect();
-    candidates.extend(
-        fused.iter().filter(|(key, _)| !verbatim.contains(&key.as_str())).map(|(key, score)| candidate(key, *score)),
-    );
+    // Each chunk as first seen (dense, then lexical), moved, not copied.
+    let mut first: HashMap<&str, Candidate> = HashMap::with_capacity(dense.len() + lexical.len());
+    for (c, key) in dense.into_iter().zip(&dense_keys).chain(lexical.into_iter().zip(&lexical_keys)) {
+        first.entry(key.as_str()).or_insert(c);
+    }
+    let mut take = |key: &str, score: f64| {
+        first.remove(key).map(|mut c| {
+            c.distance = Some(-score);
+            c
+        })
+    };
+    let mut candidates: Vec<Candidate> = verbatim.iter().filter_map(|key| take(key, score_of[key])).collect();
+    candidates.extend(fused.iter().filter_map(|(key, score)| take(key, *score)));
     Fused { candidates, verbatim: verbatim.len() }
 }
 
@@ -354,8 +333,8 @@ pub fn reads_head_again(query: &Query, options: &HybridOptions) -> bool {
 /// cut to `n_results`.
 pub fn hybrid(
     query: &Query,
-    dense: &[Candidate],
-    lexical: &[Candidate],
+    dense: Vec<Candidate>,
+    lexical: Vec<Candidate>,
     options: &HybridOptions,
     n_results: usize,
     statistics: Option<&TermStatistics>,
@@ -471,7 +450,7 @@ impl Retriever {
         let deep = words(depth);
         let (dense, ranked, statistics) =
             futures::join!(dense(embedding, depth), lexical.lexical_query(&deep, ctx), statistics);
-        Ok(hybrid(query, &dense?, &ranked?, &self.hybrid, n_results, statistics?.as_ref()))
+        Ok(hybrid(query, dense?, ranked?, &self.hybrid, n_results, statistics?.as_ref()))
     }
 }
 
@@ -504,7 +483,7 @@ mod tests {
         let lexical = [d.clone(), b.clone()];
         let options = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50, rerank: 0 };
         let fuse = |query: &str, dense: &[Candidate], lexical: &[Candidate], n: usize| {
-            let fused = fuse_hybrid(&Query::new(query), dense, lexical, &options);
+            let fused = fuse_hybrid(&Query::new(query), dense.to_vec(), lexical.to_vec(), &options);
             let verbatim = fused.verbatim;
             (fused.candidates.into_iter().take(n).map(|c| c.chunk.id).collect::<Vec<_>>(), verbatim)
         };
@@ -518,9 +497,9 @@ mod tests {
         assert_eq!(fuse("pattern must begin", &[], &deep, 1).0, ["x0"]);
         // A lexical ranking of weight 0 promotes only what the dense ranking holds.
         let dense_only = HybridOptions { weight_lexical: 0.0, ..options };
-        let fused = fuse_hybrid(&Query::new("pattern must begin"), &dense, &lexical, &dense_only);
+        let fused = fuse_hybrid(&Query::new("pattern must begin"), dense.to_vec(), lexical.to_vec(), &dense_only);
         assert_eq!((ids(&fused.candidates), fused.verbatim), (vec!["b", "a", "d"], 1));
-        let fused = fuse_hybrid(&Query::new("pattern must begin"), &dense[..2], &lexical, &dense_only);
+        let fused = fuse_hybrid(&Query::new("pattern must begin"), dense[..2].to_vec(), lexical.to_vec(), &dense_only);
         assert_eq!((ids(&fused.candidates), fused.verbatim), (vec!["a", "d"], 0));
     }
     use crate::record::{Chunk, Metadata};

@@ -8,15 +8,11 @@
 //! head of a hybrid ranking is weighed with, and the files a query names.
 //! The collection's nearest neighbours stay the collection's. `index
 //! --chroma-url … --lexical-index DIR` writes both ([`Beside`]);
-//! [`engine`] searches them as one.
+//! [`crate::local::engine_beside`] searches them as one.
 
 use std::collections::HashSet;
-use std::path::Path;
-use std::sync::Arc;
 
-use rr_core::{BackendError, EmbeddedChunk, IndexStore, LexicalStore, Reranker, SearchEngine, VectorStore};
-
-use crate::local::{LocalError, open};
+use rr_core::{BackendError, EmbeddedChunk, IndexStore};
 
 /// Writes to a remote store and to the lexical index beside it. A record
 /// counts as stored only when both hold it, so a run that failed between
@@ -57,27 +53,4 @@ impl IndexStore for Beside<'_> {
         self.remote.delete(ids).await?;
         self.index.delete(ids).await
     }
-}
-
-/// The search engine over `remote` with the lexical index at `dir` beside
-/// it: queries embedded by the embedder the index records (the one that
-/// wrote the collection's vectors), the index's retrieval defaults (hybrid,
-/// the head read again, the code ranking, the ranking's order), reranked by
-/// `reranker`.
-pub fn engine(
-    remote: Arc<dyn VectorStore>,
-    dir: &Path,
-    reranker: Option<Arc<dyn Reranker>>,
-) -> Result<SearchEngine, LocalError> {
-    let index = open(dir)?;
-    let settings = index.engine_settings();
-    let lexical: Arc<dyn LexicalStore> = index.store.clone();
-    Ok(crate::retrieval::engine_with_index(
-        remote,
-        Some(lexical),
-        index.embedder.clone(),
-        reranker,
-        &settings,
-        str::to_owned,
-    )?)
 }

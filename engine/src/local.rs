@@ -1097,6 +1097,29 @@ pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
 /// the search tool returns").
 pub const EMBEDDED_PER_FILE: usize = 0;
 
+/// The search engine over `remote` with the lexical index at `dir` beside
+/// it: queries embedded by the embedder the index records (the one that
+/// wrote the collection's vectors), the index's retrieval defaults (hybrid,
+/// the head read again, the code ranking, the ranking's order), reranked by
+/// `reranker`.
+pub fn engine_beside(
+    remote: Arc<dyn VectorStore>,
+    dir: &Path,
+    reranker: Option<Arc<dyn Reranker>>,
+) -> Result<SearchEngine, LocalError> {
+    let index = open(dir)?;
+    let settings = index.engine_settings();
+    let lexical: Arc<dyn rr_core::LexicalStore> = index.store.clone();
+    Ok(crate::retrieval::engine_with_index(
+        remote,
+        Some(lexical),
+        index.embedder.clone(),
+        reranker,
+        &settings,
+        str::to_owned,
+    )?)
+}
+
 /// The settings an existing store (or lexical index) was written with.
 pub fn open_settings(store_dir: &Path) -> Result<StoreSettings, LocalError> {
     read_settings(store_dir)?.ok_or_else(|| LocalError::NoIndex(store_dir.to_owned()))

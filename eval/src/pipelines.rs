@@ -250,7 +250,7 @@ impl Pipeline {
         let results = match &self.code_rank {
             None => results,
             // Timed in the total, not as a rerank stage.
-            Some(code_rank) => code_rank.rank(&analysed, results),
+            Some(code_rank) => code_rank.rank(&analysed.shape, results),
         };
         let results = select_spread(results, limit, self.per_file);
         timings.total = started.elapsed();

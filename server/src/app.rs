@@ -68,7 +68,7 @@ pub fn build_engine_beside(config: &Config, dir: &std::path::Path) -> Result<Sea
     let http = http_client(config).map_err(|e| e.to_string())?;
     let reranker = reranker(config, &http);
     let store = Arc::new(chroma_store(config, http));
-    rr_engine::beside::engine(store, dir, reranker).map_err(|e| e.to_string())
+    rr_engine::local::engine_beside(store, dir, reranker).map_err(|e| e.to_string())
 }
 
 /// The configured OpenAI-compatible reranker, if reranking is on.

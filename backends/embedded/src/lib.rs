@@ -535,7 +535,7 @@ impl EmbeddedStore {
             true => Some(self.term_statistics_planned(&query.lookup_tokens(), plan)?),
             false => None,
         };
-        Ok(rr_core::retrieval::hybrid(&query, &dense, &lexical, options, k, statistics.as_ref()))
+        Ok(rr_core::retrieval::hybrid(&query, dense, lexical, options, k, statistics.as_ref()))
     }
 
     /// How many chunks hold each of `tokens`, and how many chunks there are

@@ -221,7 +221,8 @@ impl rr_eval::suite::SuiteBackend for SuiteSearch {
         }
         if let Some(target) = self.collection(store) {
             let remote = rr_engine::local::chroma_store(&target).map_err(|e| e.to_string())?;
-            let engine = rr_engine::beside::engine(remote, store, self.reranker.clone()).map_err(|e| e.to_string())?;
+            let engine =
+                rr_engine::local::engine_beside(remote, store, self.reranker.clone()).map_err(|e| e.to_string())?;
             return Ok(engine);
         }
         let open = rr_engine::local::open(store).map_err(|e| e.to_string())?;
