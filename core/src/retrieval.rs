@@ -9,14 +9,16 @@
 //! * `hybrid`: both full rankings, each read to [`HybridOptions::depth`]
 //!   candidates, fused by weighted reciprocal-rank fusion: a chunk scores
 //!   `weight_dense / (k + rank_dense) + weight_lexical / (k + rank_lexical)`
-//!   over the lists it is in (ranks from 1). A store may fuse inside itself
-//!   ([`LexicalStore::hybrid_query`]) when it can do so more cheaply; the
-//!   answer must be the same, except that a store that has the term
-//!   statistics may read the first [`HybridOptions::rerank`] candidates
-//!   again (the embedded store does).
+//!   over the lists it is in (ranks from 1); the best lexical rows that hold
+//!   the query verbatim first; then the first [`HybridOptions::rerank`]
+//!   after them read again for the query's terms, weighed by the lexical
+//!   index's term statistics ([`read_head_again`]). The engine runs this
+//!   chain over every store; a store only answers the rankings (in one call
+//!   when it can, [`LexicalStore::hybrid_inputs`]) and the statistics.
 //!
 //! A store says it can rank lexically by returning itself from
-//! [`VectorStore::lexical`]; no caller downcasts. Asked for `lexical` or
+//! [`VectorStore::lexical`], or the engine keeps a lexical index beside it
+//! ([`crate::FederatedStore::with_lexical_index`]); no caller downcasts. Asked for `lexical` or
 //! `hybrid`, a store that cannot runs `dense`, and the [`Retriever`] says so
 //! once in the log (a warning per retriever, not per query). Filters apply
 //! before ranking in every mode, as the traits require.
