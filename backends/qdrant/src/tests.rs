@@ -56,7 +56,7 @@ fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 fn target(layout: PayloadLayout) -> Target {
-    Target { collection: "acme-widgets".into(), vector_name: None, layout }
+    Target { collection: "acme-widgets".into(), vector_name: None, sparse_vector_name: None, layout }
 }
 
 #[test]
@@ -128,6 +128,7 @@ fn request_fields() {
     let nested = Target {
         collection: "c".into(),
         vector_name: Some("code".into()),
+        sparse_vector_name: None,
         layout: PayloadLayout { document_key: "text".into(), metadata_key: Some("meta".into()) },
     };
     let r = nested.request(&q, 64, 64);
@@ -347,7 +348,7 @@ fn registry_builds_and_rejects_unknown_keys() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "store \"qdrant\": unknown field `colection`, expected one of `url`, `collection`, `api_key_env`, `document_key`, `metadata_key`, `vector_name`"
+        "store \"qdrant\": unknown field `colection`, expected one of `url`, `collection`, `api_key_env`, `document_key`, `metadata_key`, `vector_name`, `sparse_vector_name`"
     );
     let err = registry
         .store("qdrant", &json!({"url": "http://x:6334", "collection": "c", "api_key_env": "NOPE"}), &ctx)
@@ -355,5 +356,13 @@ fn registry_builds_and_rejects_unknown_keys() {
         .unwrap();
     assert_eq!(err.to_string(), "store \"qdrant\": api_key_env: environment variable NOPE is not set or empty");
     let s: registry::Settings = FactoryError::parse(&json!({"url": "u", "collection": "c"})).unwrap();
-    assert_eq!(s.target(), Target { collection: "c".into(), vector_name: None, layout: PayloadLayout::default() });
+    assert_eq!(
+        s.target(),
+        Target {
+            collection: "c".into(),
+            vector_name: None,
+            sparse_vector_name: None,
+            layout: PayloadLayout::default()
+        }
+    );
 }
