@@ -35,8 +35,9 @@
 //! timeout_secs = 10                          # optional, default 30
 //! query_prefix = "query: "                   # optional, default "query: "
 //! retrieval = "dense"                        # optional: dense, lexical or hybrid; default hybrid
-//!                                            # for a store that can rank lexically (embedded),
-//!                                            # else dense (Chroma and Qdrant run dense and say so)
+//!                                            # for a store that can rank lexically (embedded,
+//!                                            # Qdrant with a sparse_vector_name), else dense
+//!                                            # (Chroma runs dense and says so)
 //! # hybrid_weight_dense = 1.0                # hybrid only: the fusion's weights, its k and
 //! # hybrid_weight_lexical = 1.0              # how many candidates each ranking gives
 //! # hybrid_rrf_k = 60
