@@ -500,8 +500,23 @@ impl Cluster {
 }
 
 impl Drop for Cluster {
+    /// Stops the nodes and waits for them to exit before their folder is removed.
     fn drop(&mut self) {
+        let pids: Vec<String> = (0..self.urls.len())
+            .filter_map(|k| std::fs::read_to_string(self.dir.path().join(format!("node-{k}.pid"))).ok())
+            .map(|p| p.trim().to_owned())
+            .collect();
         let _ = std::process::Command::new("bash").arg(&self.start).arg(self.dir.path()).arg("stop").status();
+        for pid in pids {
+            for _ in 0..100 {
+                let alive =
+                    std::process::Command::new("kill").args(["-0", &pid]).stderr(std::process::Stdio::null()).status();
+                if !alive.is_ok_and(|s| s.success()) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
     }
 }
 
