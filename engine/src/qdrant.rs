@@ -108,7 +108,7 @@ pub fn client(target: &QdrantTarget) -> Result<Qdrant, QdrantIndexError> {
 async fn collection_settings(
     index: &QdrantIndex,
     target: &QdrantTarget,
-) -> Result<(StoreSettings, bool), QdrantIndexError> {
+) -> Result<(StoreSettings, Option<Map<String, Value>>), QdrantIndexError> {
     let Some(metadata) = index.collection_metadata().await? else {
         let mut settings =
             new_store_settings(target.embedder.as_deref().unwrap_or(DEFAULT_EMBEDDER), target.endpoint.clone())?;
@@ -119,7 +119,7 @@ async fn collection_settings(
         if let Some(prefix) = &target.document_prefix {
             settings.document_prefix = prefix.clone();
         }
-        return Ok((settings, true));
+        return Ok((settings, None));
     };
     let Some(recorded) = metadata.get(SETTINGS_KEY) else {
         return Err(QdrantIndexError::NotIndexed(target.collection.clone()));
@@ -150,7 +150,7 @@ async fn collection_settings(
             });
         }
     }
-    Ok((settings, false))
+    Ok((settings, Some(metadata)))
 }
 
 /// Indexes `request.root` into the collection of `target` (`request.store`
@@ -162,7 +162,12 @@ pub async fn index(request: IndexRequest, target: &QdrantTarget) -> Result<SyncS
     write.shards = target.shards;
     write.replication_factor = target.replication_factor;
     let probe = QdrantIndex::new(client.clone(), write.clone(), RetryPolicy::default());
-    let (mut settings, new) = collection_settings(&probe, target).await?;
+    let (mut settings, existing) = collection_settings(&probe, target).await?;
+    let new = existing.is_none();
+    // Sparse weights must stay comparable with those already written.
+    if let Some(avg) = existing.as_ref().and_then(QdrantIndex::recorded_avg_tokens) {
+        write.avg_tokens = avg;
+    }
     if let Some(scheme) = request.chunking
         && new
     {
@@ -285,6 +290,10 @@ mod tests {
         assert_eq!(first.chunks_added_or_updated, first.chunks_desired);
         let settings = read_settings(&target).await.unwrap().expect("the collection records its settings");
         assert_eq!((settings.embedder.as_str(), settings.chunking), ("potion", DEFAULT_EMBEDDED_CHUNKING));
+        let probe =
+            QdrantIndex::new(client(&target).unwrap(), WriteTarget::new(&target.collection), RetryPolicy::default());
+        let metadata = probe.collection_metadata().await.unwrap().unwrap();
+        assert_eq!(QdrantIndex::recorded_avg_tokens(&metadata), Some(rr_qdrant::sparse::DEFAULT_AVG_TOKENS));
 
         let again = index(request(dir.path()), &target).await.unwrap();
         assert_eq!(

@@ -45,6 +45,9 @@ use crate::sparse;
 /// The payload key of the document text: what the indexer writes, and what
 /// the store reads unless told otherwise.
 pub const DEFAULT_DOCUMENT_KEY: &str = "document";
+/// The collection metadata key of the BM25 `avgdl` its sparse vectors were
+/// written with: later writes must use the same.
+pub const AVG_TOKENS_KEY: &str = "bm25_avg_tokens";
 /// The dense vector's name in a collection the indexer creates.
 pub const DEFAULT_DENSE_VECTOR: &str = "dense";
 /// The sparse BM25 vector's name in a collection the indexer creates.
@@ -126,6 +129,11 @@ impl QdrantIndex {
         &self.target
     }
 
+    /// The `avgdl` recorded in a collection's metadata, if any.
+    pub fn recorded_avg_tokens(metadata: &Map<String, Value>) -> Option<f32> {
+        metadata.get(AVG_TOKENS_KEY).and_then(Value::as_f64).map(|v| v as f32).filter(|v| *v > 0.0)
+    }
+
     /// Whether the collection exists.
     pub async fn exists(&self) -> Result<bool, BackendError> {
         if self.exists.load(Ordering::Relaxed) {
@@ -199,7 +207,13 @@ impl QdrantIndex {
             sparse_vectors_config: Some(SparseVectorConfig { map: HashMap::from([(t.sparse_vector.clone(), sparse)]) }),
             shard_number: t.shards,
             replication_factor: t.replication_factor,
-            metadata: t.metadata.clone().into_iter().map(|(k, v)| (k, v.into())).collect(),
+            metadata: t
+                .metadata
+                .clone()
+                .into_iter()
+                .chain([(AVG_TOKENS_KEY.to_owned(), Value::from(f64::from(t.avg_tokens)))])
+                .map(|(k, v)| (k, v.into()))
+                .collect(),
             ..Default::default()
         };
         let created = self

@@ -13,7 +13,8 @@
 //! collection's `IDF` modifier multiplies it by the term's inverse document
 //! frequency at query time, over the points that hold the vector, so the
 //! IDF stays right as records come and go. `avgdl` is fixed per collection
-//! ([`DEFAULT_AVG_TOKENS`], recorded with the collection): with a running
+//! ([`DEFAULT_AVG_TOKENS`] for a new one, recorded in its metadata under
+//! [`crate::AVG_TOKENS_KEY`]): with a running
 //! average every write would change every stored value. A query term weighs
 //! 1, and Qdrant's dot product sums the matched terms: BM25.
 //!
@@ -33,9 +34,11 @@ use sha2::{Digest, Sha256};
 pub const K1: f32 = 1.2;
 /// BM25's length normalisation, as FTS5's `bm25()`.
 pub const B: f32 = 0.75;
-/// The `avgdl` of a new collection: tokens (words, identifier parts and stems)
-/// of an average chunk of the semantic chunking.
-pub const DEFAULT_AVG_TOKENS: f32 = 256.0;
+/// The `avgdl` of a new collection: the terms (words, identifier parts and
+/// stems) of an average chunk, 142.5 over the 7,820 chunks of the tokio
+/// checkout with the semantic chunking (FTS5's own counts in the embedded
+/// store).
+pub const DEFAULT_AVG_TOKENS: f32 = 142.5;
 
 /// The sparse index of a term.
 pub fn term_index(term: &str) -> u32 {
