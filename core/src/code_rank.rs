@@ -361,11 +361,10 @@ pub const CHUNKS_PER_NAMED_FILE: usize = 40;
 impl CodeRank {
     /// `candidates` (best first, as the store ranked them) in the code
     /// ranking's order.
-    pub fn rank(&self, query: &str, candidates: Vec<Candidate>) -> Vec<Candidate> {
+    pub fn rank(&self, shape: &QueryShape, candidates: Vec<Candidate>) -> Vec<Candidate> {
         if candidates.len() < 2 {
             return candidates;
         }
-        let shape = QueryShape::of(query);
         let n = candidates.len();
         let mut scores: Vec<f64> = (0..n).map(|i| 1.0 / (self.rank_k + 1.0 + i as f64)).collect();
         let best = scores[0];
@@ -510,7 +509,7 @@ mod tests {
             cand("tokio/src/runtime/handle.rs", "handle.spawn_blocking(f)"),
             cand("tokio/src/task/blocking.rs", "pub fn spawn_blocking<F, R>(f: F) -> JoinHandle<R>"),
         ];
-        let ranked = CodeRank::default().rank("spawn_blocking", list);
+        let ranked = CodeRank::default().rank(&QueryShape::of("spawn_blocking"), list);
         assert_eq!(order(&ranked)[0], "tokio/src/task/blocking.rs");
         assert_eq!(order(&ranked)[2], "tokio/tests/blocking.rs", "a test after source");
     }
@@ -519,16 +518,19 @@ mod tests {
     fn tests_go_after_source_unless_asked_for() {
         let list = vec![cand("args_test.go", "func TestArgs"), cand("args.go", "func ExactArgs(n int)")];
         assert_eq!(
-            order(&CodeRank::default().rank("positional argument validators", list.clone())),
+            order(&CodeRank::default().rank(&QueryShape::of("positional argument validators"), list.clone())),
             ["args.go", "args_test.go"]
         );
-        assert_eq!(order(&CodeRank::default().rank("tests of argument validators", list)), ["args_test.go", "args.go"]);
+        assert_eq!(
+            order(&CodeRank::default().rank(&QueryShape::of("tests of argument validators"), list)),
+            ["args_test.go", "args.go"]
+        );
     }
 
     #[test]
     fn one_file_does_not_fill_the_list() {
         let list = vec![cand("a.go", "x1"), cand("a.go", "x2"), cand("a.go", "x3"), cand("b.go", "y")];
-        let ranked = CodeRank { coherence: 0.0, ..CodeRank::default() }.rank("some words", list);
+        let ranked = CodeRank { coherence: 0.0, ..CodeRank::default() }.rank(&QueryShape::of("some words"), list);
         assert_eq!(order(&ranked), ["a.go", "b.go", "a.go", "a.go"]);
     }
 
@@ -539,7 +541,7 @@ mod tests {
             cand("gson/src/main/java/com/google/gson/Gson.java", "b"),
             cand("gson/src/main/java/com/google/gson/JsonArray.java", "c"),
         ];
-        let ranked = CodeRank::default().rank("JSON array operations", list);
+        let ranked = CodeRank::default().rank(&QueryShape::of("JSON array operations"), list);
         assert_eq!(order(&ranked)[0], "gson/src/main/java/com/google/gson/JsonArray.java");
     }
 }

@@ -29,7 +29,7 @@ use crate::error::SearchError;
 use crate::record::Candidate;
 use crate::request::SearchRequest;
 use crate::retrieval::{HybridOptions, RetrievalMode, Retriever, fuse_candidates};
-use crate::traits::{CallContext, Embedder, Reranker, VectorStore};
+use crate::traits::{CallContext, Embedder, LexicalStore, Reranker, VectorStore};
 
 /// The `k` of reciprocal-rank fusion (Cormack et al.): damps the weight of
 /// the very first ranks so one store cannot dominate.
@@ -93,6 +93,9 @@ pub struct FederatedStore {
     /// `None`: the store may hold any source.
     pub sources: Option<Vec<SourcePattern>>,
     pub timeout: Duration,
+    /// The index that ranks this store's chunks by their words when the
+    /// store cannot (a lexical index kept beside a Chroma collection).
+    pub lexical_index: Option<Arc<dyn LexicalStore>>,
     dimension_checked: AtomicBool,
 }
 
@@ -109,8 +112,21 @@ impl FederatedStore {
             reranker: None,
             sources: None,
             timeout: DEFAULT_STORE_TIMEOUT,
+            lexical_index: None,
             dimension_checked: AtomicBool::new(false),
         }
+    }
+
+    /// The same store with `index` ranking its chunks by their words.
+    pub fn with_lexical_index(mut self, index: Arc<dyn LexicalStore>) -> Self {
+        self.lexical_index = Some(index);
+        self
+    }
+
+    /// What ranks this store's chunks by their words: the lexical index kept
+    /// beside it, else the store's own ranking, if any.
+    pub fn lexical(&self) -> Option<&dyn LexicalStore> {
+        self.lexical_index.as_deref().or_else(|| self.store.lexical())
     }
 
     /// Sets this store's retrieval mode and hybrid weights.

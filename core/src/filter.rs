@@ -13,6 +13,17 @@ use regex::Regex;
 
 use crate::paths::PathClass;
 
+/// The language a chunk is filtered and listed by: its `language`, or, for
+/// the records that carry none (the reference's records of Markdown and
+/// plain text keep `language` empty), their `file_type`, `markdown` or
+/// `text`; `""` for anything else.
+pub fn filter_language<'a>(language: &'a str, file_type: &'a str) -> &'a str {
+    match (language, file_type) {
+        ("", "markdown" | "text") => file_type,
+        _ => language,
+    }
+}
+
 /// Exact-match metadata filters plus an optional path pattern. Empty strings
 /// mean "no constraint".
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -63,7 +74,8 @@ impl SearchFilter {
             && (self.repository.is_empty() || m.repository == self.repository)
             && (self.branch.is_empty() || m.branch == self.branch)
             && self.path.as_ref().is_none_or(|p| p.matches_document(&chunk.document))
-            && (self.languages.is_empty() || self.languages.contains(&m.language))
+            && (self.languages.is_empty()
+                || self.languages.iter().any(|l| l == filter_language(&m.language, &m.file_type)))
             && (self.kinds.is_empty() || self.kinds.contains(&PathClass::of(&m.path)))
     }
 }
@@ -280,6 +292,20 @@ mod tests {
         assert!(PathGlob::new("internal/config/config.g?").unwrap().matches_document(doc));
         assert!(!PathGlob::new("internal/config/config.?").unwrap().matches_document(doc));
         assert_eq!(PathGlob::new("**/*.go").unwrap().path_regex(), r"^(?:.*/)?.*\.go$");
+    }
+
+    #[test]
+    fn markdown_and_text_records_are_filtered_by_their_file_type() {
+        assert_eq!(filter_language("", "markdown"), "markdown");
+        assert_eq!(filter_language("", "text"), "text");
+        assert_eq!(filter_language("go", "go"), "go");
+        assert_eq!(filter_language("", "go"), "");
+        let mut chunk = crate::Chunk::default();
+        chunk.metadata.file_type = "markdown".into();
+        let markdown = SearchFilter { languages: vec!["markdown".into()], ..Default::default() };
+        assert!(markdown.matches(&chunk));
+        let text = SearchFilter { languages: vec!["text".into()], ..Default::default() };
+        assert!(!text.matches(&chunk));
     }
 
     #[test]

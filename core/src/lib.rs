@@ -12,10 +12,12 @@
 
 pub mod code_rank;
 pub mod error;
+pub mod evidence;
 pub mod federated;
 pub mod filter;
 pub mod paths;
 pub mod pipeline;
+pub mod query;
 pub mod quote;
 pub mod record;
 pub mod registry;
@@ -33,6 +35,7 @@ pub use federated::{FederatedStore, SkippedStore, SourcePattern};
 pub use filter::{PathGlob, SearchFilter};
 pub use paths::PathClass;
 pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome};
+pub use query::Query;
 pub use quote::{SHOWN_CHARS, shown};
 pub use record::{Candidate, Chunk, Metadata};
 pub use registry::{FactoryContext, FactoryError, PluginKind, Registry, RegistryError};

@@ -8,12 +8,13 @@ use futures::future::join_all;
 use crate::code_rank::{self, CodeRank};
 use crate::error::SearchError;
 use crate::federated::{FederatedStore, SkippedStore, fuse, humanize};
+use crate::query::Query;
 use crate::record::Candidate;
 use crate::request::SearchRequest;
 use crate::rerank::score_order;
-use crate::retrieval::{HybridOptions, RetrievalMode};
+use crate::retrieval::{Fused, HybridOptions, RetrievalMode, read_head_again};
 use crate::select::{PER_FILE_FIRST_PASS, clean_document, select_spread};
-use crate::traits::{CallContext, Embedder, Reranker, VectorStore};
+use crate::traits::{CallContext, Embedder, LexicalStore, Reranker, TermStatistics, VectorStore};
 
 /// Candidates fetched per requested result without reranking.
 pub const CANDIDATES_PER_RESULT: usize = 3;
@@ -123,9 +124,22 @@ impl SearchEngine {
         reranker: Option<Arc<dyn Reranker>>,
         options: PipelineOptions,
     ) -> Self {
+        Self::with_lexical_index(embedder, store, None, reranker, options)
+    }
+
+    /// [`new`](Self::new) with `lexical_index` ranking the store's chunks by
+    /// their words ([`FederatedStore::with_lexical_index`]).
+    pub fn with_lexical_index(
+        embedder: Arc<dyn Embedder>,
+        store: Arc<dyn VectorStore>,
+        lexical_index: Option<Arc<dyn LexicalStore>>,
+        reranker: Option<Arc<dyn Reranker>>,
+        options: PipelineOptions,
+    ) -> Self {
         let name = store.name().to_owned();
         let mut only = FederatedStore::new(name, store, embedder).with_retrieval(options.retrieval, options.hybrid);
         only.query_prefix = options.query_prefix;
+        only.lexical_index = lexical_index;
         SearchEngine {
             stores: Arc::new([only]),
             reranker,
@@ -218,13 +232,15 @@ impl SearchEngine {
             return Ok(SearchOutcome::default());
         }
         let n_results = self.candidate_count(request.limit);
+        let query = Query::new(&request.query);
+        let query = &query;
 
         // Embed once per distinct (embedder, prefix), for the stores whose mode needs it.
         let mut groups: Vec<(&Arc<dyn Embedder>, &str)> = Vec::new();
         let group_of: Vec<Option<usize>> = asked
             .iter()
             .map(|s| {
-                if !s.retriever.needs_embedding(s.store.as_ref()) {
+                if !s.retriever.needs_embedding(s.lexical().is_some()) {
                     return None;
                 }
                 let found = groups.iter().position(|(e, p)| Arc::ptr_eq(e, &s.embedder) && *p == s.query_prefix);
@@ -253,11 +269,11 @@ impl SearchEngine {
                         return Err(StoreFailure::Embedding(g));
                     }
                 };
-                let query = self.query_store(store, request, embedding, n_results, ctx);
+                let answer = self.query_store(store, request, query, embedding, n_results, ctx);
                 if !self.federated {
-                    return query.await.map_err(StoreFailure::Search);
+                    return answer.await.map_err(StoreFailure::Search);
                 }
-                match tokio::time::timeout(store.timeout, query).await {
+                match tokio::time::timeout(store.timeout, answer).await {
                     Ok(answer) => answer.map_err(StoreFailure::Search),
                     Err(_) => Err(StoreFailure::Timeout(store.timeout)),
                 }
@@ -267,10 +283,14 @@ impl SearchEngine {
 
         let (mut candidates, skipped) = if self.federated {
             let mut lists = Vec::new();
+            let mut answered = Vec::new();
             let mut failures = Vec::new();
             for (store, answer) in asked.iter().zip(answers) {
                 match answer {
-                    Ok(list) => lists.push(list),
+                    Ok(list) => {
+                        lists.push(list);
+                        answered.push(*store);
+                    }
                     Err(failure) => {
                         let reason = match failure {
                             StoreFailure::Timeout(t) => format!("timed out after {}", humanize(t)),
@@ -291,6 +311,11 @@ impl SearchEngine {
             }
             let mut fused = fuse(&lists);
             fused.truncate(n_results);
+            if let Some((rerank, statistics)) = union_statistics(&answered, query, ctx).await {
+                let mut merged = Fused { candidates: fused, verbatim: 0 };
+                read_head_again(query, &mut merged, rerank, &statistics);
+                fused = merged.candidates;
+            }
             (fused, failures.into_iter().map(|(store, reason)| SkippedStore { store, reason }).collect())
         } else {
             match answers.into_iter().next() {
@@ -307,7 +332,7 @@ impl SearchEngine {
             candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
         }
         if let Some(code_rank) = &self.code_rank {
-            candidates = code_rank.rank(&request.query, candidates);
+            candidates = code_rank.rank(&query.shape, candidates);
         }
         Ok(SearchOutcome { results: select_spread(candidates, request.limit, self.per_file), skipped })
     }
@@ -319,6 +344,7 @@ impl SearchEngine {
         &self,
         store: &FederatedStore,
         request: &SearchRequest,
+        query: &Query,
         embedding: Option<Vec<f32>>,
         n_results: usize,
         ctx: &CallContext,
@@ -328,15 +354,15 @@ impl SearchEngine {
         {
             store.check_dimension(embedding.len(), ctx).await?;
         }
+        let lexical = store.lexical();
         let mut candidates = store
             .retriever
-            .retrieve(store.store.as_ref(), &request.query, embedding, n_results, &request.filter, ctx)
+            .retrieve(store.store.as_ref(), lexical, query, embedding, n_results, &request.filter, ctx)
             .await?;
         // The code ranking reads the files the query names too; a reranker
         // and its cut-off see them like the rest.
         if self.code_rank.is_some() {
-            candidates =
-                with_named_files(store.store.as_ref(), &request.query, &request.filter, candidates, ctx).await?;
+            candidates = with_named_files(lexical, query, &request.filter, candidates, ctx).await?;
         }
         if let Some(reranker) = &store.reranker {
             candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
@@ -345,18 +371,50 @@ impl SearchEngine {
     }
 }
 
+/// The term statistics of the union of `stores` when each of them reads its
+/// hybrid head again, with the longest head they read: the merged list is
+/// then read again as one store's would be. Merged by rank alone, one
+/// store's best would otherwise stand beside another's weakest. `None` when
+/// any store cannot say, or fails to.
+async fn union_statistics(
+    stores: &[&FederatedStore],
+    query: &Query,
+    ctx: &CallContext,
+) -> Option<(usize, TermStatistics)> {
+    if stores.len() < 2 {
+        return None;
+    }
+    let tokens = query.lookup_tokens();
+    let mut union = TermStatistics { rows: 0, frequencies: vec![0; tokens.len()] };
+    let mut rerank = 0;
+    for store in stores {
+        let hybrid = store.retriever.hybrid();
+        let lexical = store.lexical()?;
+        if store.retriever.mode() != RetrievalMode::Hybrid || !crate::retrieval::reads_head_again(query, hybrid) {
+            return None;
+        }
+        let statistics = lexical.term_statistics(&tokens, ctx).await.ok()??;
+        union.rows += statistics.rows;
+        for (sum, n) in union.frequencies.iter_mut().zip(statistics.frequencies) {
+            *sum += n;
+        }
+        rerank = rerank.max(hybrid.rerank);
+    }
+    Some((rerank, union))
+}
+
 /// `candidates` followed by the chunks of the files the query names that
-/// they do not hold, when `store` can rank lexically
+/// they do not hold, when a lexical index lists the store's files
 /// ([`LexicalStore::named_files`](crate::traits::LexicalStore::named_files)):
 /// what the code ranking reads besides the store's own list.
 pub async fn with_named_files(
-    store: &dyn VectorStore,
-    query: &str,
+    lexical: Option<&dyn LexicalStore>,
+    query: &Query,
     filter: &crate::filter::SearchFilter,
     mut candidates: Vec<Candidate>,
     ctx: &CallContext,
 ) -> Result<Vec<Candidate>, SearchError> {
-    let Some(lexical) = store.lexical() else { return Ok(candidates) };
+    let Some(lexical) = lexical else { return Ok(candidates) };
     let named = lexical.named_files(query, filter, ctx).await?;
     let seen: std::collections::HashSet<String> = candidates.iter().map(|c| c.chunk.id.clone()).collect();
     candidates.extend(named.into_iter().filter(|c| !seen.contains(&c.chunk.id)));

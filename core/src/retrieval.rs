@@ -26,9 +26,11 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::error::BackendError;
+use crate::evidence;
 use crate::filter::SearchFilter;
+pub use crate::query::{Query, contains_verbatim, verbatim_phrase};
 use crate::record::Candidate;
-use crate::traits::{CallContext, Embedder, VectorQuery, VectorStore};
+use crate::traits::{CallContext, Embedder, TermStatistics, VectorQuery, VectorStore};
 // The store-side half (what a store implements, and the options it is
 // handed) lives with the other traits; re-exported so callers keep these paths.
 pub use crate::traits::{HybridOptions, LexicalQuery, LexicalStore};
@@ -63,15 +65,16 @@ impl RetrievalMode {
         }
     }
 
-    /// The default mode for `store`: [`DEFAULT_LEXICAL_CAPABLE_MODE`] when it
-    /// can rank lexically, else dense.
-    pub fn default_for(store: &dyn VectorStore) -> Self {
-        if store.lexical().is_some() { DEFAULT_LEXICAL_CAPABLE_MODE } else { RetrievalMode::Dense }
+    /// The default mode of a store: [`DEFAULT_LEXICAL_CAPABLE_MODE`] when its
+    /// words can be ranked (by itself or an index beside it), else dense.
+    pub fn default_for(lexical: bool) -> Self {
+        if lexical { DEFAULT_LEXICAL_CAPABLE_MODE } else { RetrievalMode::Dense }
     }
 
-    /// Whether this mode needs the query's embedding from `store`.
-    pub fn needs_embedding(self, store: &dyn VectorStore) -> bool {
-        self != RetrievalMode::Lexical || store.lexical().is_none()
+    /// Whether this mode needs the query's embedding, over a store whose
+    /// words can (`lexical`) or cannot be ranked.
+    pub fn needs_embedding(self, lexical: bool) -> bool {
+        self != RetrievalMode::Lexical || !lexical
     }
 }
 
@@ -223,31 +226,6 @@ pub fn fuse_candidates(lists: &[(f64, &[Candidate])], k: f64) -> Vec<Candidate> 
 /// How many of the lexical ranking's best a verbatim match is looked for in.
 pub const VERBATIM_DEPTH: usize = 5;
 
-/// The words of a query of two words or more, as [`contains_verbatim`]
-/// looks for them; `None` for a query of fewer words.
-pub fn verbatim_phrase(query: &str) -> Option<String> {
-    let phrase = normalized_words(query);
-    (phrase.split(' ').filter(|w| !w.is_empty()).count() >= 2).then_some(phrase)
-}
-
-/// Whether `document` holds `phrase` ([`verbatim_phrase`]) word for word:
-/// letters and digits compared case-insensitively, anything else between
-/// words ignored.
-pub fn contains_verbatim(document: &str, phrase: &str) -> bool {
-    normalized_words(document).contains(phrase)
-}
-
-/// Lower-cased runs of letters and digits, each between single spaces.
-fn normalized_words(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(' ');
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        out.extend(word.chars().flat_map(char::to_lowercase));
-        out.push(' ');
-    }
-    out
-}
-
 /// `fused` with the lexical ranking's best [`VERBATIM_DEPTH`] that hold the
 /// query word for word ([`contains_verbatim`]) first, in the lexical
 /// order. A chunk that holds an error text or a several-word name exactly as
@@ -263,33 +241,112 @@ pub fn promote_verbatim<T: Clone + PartialEq>(fused: Vec<T>, verbatim: &[T]) -> 
     out
 }
 
-/// The hybrid answer from the two full rankings, cut to `n_results`; the
-/// best lexical results that hold a query of several words verbatim come
-/// first ([`promote_verbatim`]).
-pub fn fuse_hybrid(
-    query: &str,
-    dense: &[Candidate],
-    lexical: &[Candidate],
+/// The hybrid ranking before its head is read again: the two rankings
+/// fused, and how many verbatim matches lead it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fused {
+    /// Best first; `distance` is the negated fused score.
+    pub candidates: Vec<Candidate>,
+    /// The first `verbatim` candidates hold the query word for word
+    /// ([`promote_verbatim`]).
+    pub verbatim: usize,
+}
+
+/// The one fusion of a dense and a lexical ranking (full lists, best
+/// first): weighted reciprocal-rank fusion on [`fusion_key`], then the best
+/// lexical results that hold a query of several words verbatim first
+/// ([`promote_verbatim`]).
+pub fn fuse_hybrid(query: &Query, dense: Vec<Candidate>, lexical: Vec<Candidate>, options: &HybridOptions) -> Fused {
+    let keys = |list: &[Candidate]| list.iter().map(fusion_key).collect::<Vec<String>>();
+    let (dense_keys, lexical_keys) = (keys(&dense), keys(&lexical));
+    let fused = reciprocal_rank_fusion(
+        &[(options.weight_dense, &dense_keys[..]), (options.weight_lexical, &lexical_keys[..])],
+        options.rrf_k,
+    );
+    let score_of: HashMap<&str, f64> = fused.iter().map(|(k, s)| (k.as_str(), *s)).collect();
+    // The fused keys of the verbatim rows, in the lexical order (a lexical
+    // ranking of weight 0 adds no keys of its own).
+    let verbatim: Vec<&str> = match &query.phrase {
+        Some(phrase) => lexical
+            .iter()
+            .zip(&lexical_keys)
+            .take(VERBATIM_DEPTH)
+            .filter(|(c, key)| score_of.contains_key(key.as_str()) && contains_verbatim(&c.chunk.document, phrase))
+            .map(|(_, key)| key.as_str())
+            .collect(),
+        None => Vec::new(),
+    };
+    // Each chunk as first seen (dense, then lexical), moved, not copied.
+    let mut first: HashMap<&str, Candidate> = HashMap::with_capacity(dense.len() + lexical.len());
+    for (c, key) in dense.into_iter().zip(&dense_keys).chain(lexical.into_iter().zip(&lexical_keys)) {
+        first.entry(key.as_str()).or_insert(c);
+    }
+    let mut take = |key: &str, score: f64| {
+        first.remove(key).map(|mut c| {
+            c.distance = Some(-score);
+            c
+        })
+    };
+    let mut candidates: Vec<Candidate> = verbatim.iter().filter_map(|key| take(key, score_of[key])).collect();
+    candidates.extend(fused.iter().filter_map(|(key, score)| take(key, *score)));
+    Fused { candidates, verbatim: verbatim.len() }
+}
+
+/// The first `rerank` candidates after the verbatim matches, ordered again
+/// by the evidence of the query's terms in them ([`crate::evidence`]),
+/// weighed by `statistics` of the query's [`Query::lookup_tokens`] (in that
+/// order). Reciprocal-rank fusion knows only ranks; the chunk a question is
+/// about is most often already among the first twenty, below chunks one
+/// ranking loves for a single rare word.
+pub fn read_head_again(query: &Query, fused: &mut Fused, rerank: usize, statistics: &TermStatistics) {
+    let tail = &mut fused.candidates[fused.verbatim..];
+    let end = tail.len().min(rerank);
+    if rerank < 2 || tail.len() < 2 || query.terms.is_empty() {
+        return;
+    }
+    let tokens = query.lookup_tokens();
+    let frequency: HashMap<&str, u64> =
+        tokens.iter().map(String::as_str).zip(statistics.frequencies.iter().copied()).collect();
+    let terms = match evidence::weigh(query.terms.clone(), statistics.rows, |token| {
+        Ok::<u64, std::convert::Infallible>(frequency.get(token).copied().unwrap_or(0))
+    }) {
+        Ok(terms) => terms,
+        Err(never) => match never {},
+    };
+    let mut matcher = evidence::Matcher::new(&terms);
+    let evidence: Vec<evidence::Evidence> =
+        tail[..end].iter().map(|c| matcher.of(&c.chunk.document, &c.chunk.metadata)).collect();
+    let reordered: Vec<Candidate> = evidence::order(&evidence).into_iter().map(|i| tail[i].clone()).collect();
+    for (slot, c) in tail[..end].iter_mut().zip(reordered) {
+        *slot = c;
+    }
+}
+
+/// Whether [`hybrid`] reads the head again for `query`, so that the term
+/// statistics are worth asking for.
+pub fn reads_head_again(query: &Query, options: &HybridOptions) -> bool {
+    options.rerank > 1 && !query.terms.is_empty()
+}
+
+/// The hybrid answer from the two full rankings: fused ([`fuse_hybrid`]),
+/// the head read again when `statistics` are given ([`read_head_again`]),
+/// cut to `n_results`.
+pub fn hybrid(
+    query: &Query,
+    dense: Vec<Candidate>,
+    lexical: Vec<Candidate>,
     options: &HybridOptions,
     n_results: usize,
+    statistics: Option<&TermStatistics>,
 ) -> Vec<Candidate> {
-    let mut fused = fuse_candidates(&[(options.weight_dense, dense), (options.weight_lexical, lexical)], options.rrf_k);
-    if let Some(phrase) = verbatim_phrase(query) {
-        // The fused entries (with their fused scores) of the verbatim rows,
-        // in the lexical order; every lexical row is among the fused.
-        let verbatim: Vec<Candidate> = lexical
-            .iter()
-            .take(VERBATIM_DEPTH)
-            .filter(|c| contains_verbatim(&c.chunk.document, &phrase))
-            .filter_map(|c| {
-                let key = fusion_key(c);
-                fused.iter().find(|f| fusion_key(f) == key).cloned()
-            })
-            .collect();
-        fused = promote_verbatim(fused, &verbatim);
+    let mut fused = fuse_hybrid(query, dense, lexical, options);
+    if let Some(statistics) = statistics {
+        // Only the head can move, and the answer is cut after it.
+        fused.candidates.truncate(n_results.max(fused.verbatim.saturating_add(options.rerank)));
+        read_head_again(query, &mut fused, options.rerank, statistics);
     }
-    fused.truncate(n_results);
-    fused
+    fused.candidates.truncate(n_results);
+    fused.candidates
 }
 
 /// One store's first stage: its mode and hybrid weights, and whether it has
@@ -333,25 +390,34 @@ impl Retriever {
         &self.hybrid
     }
 
-    /// Whether [`retrieve`](Self::retrieve) on `store` needs an embedding.
-    pub fn needs_embedding(&self, store: &dyn VectorStore) -> bool {
-        self.mode.needs_embedding(store)
+    /// Whether [`retrieve`](Self::retrieve) needs an embedding, given
+    /// whether a lexical ranking is at hand.
+    pub fn needs_embedding(&self, lexical: bool) -> bool {
+        self.mode.needs_embedding(lexical)
     }
 
     /// The first `n_results` candidates of `store` passing `filter`, ranked
-    /// by this retriever's mode. `embedding` must be given when
-    /// [`needs_embedding`](Self::needs_embedding) says so; `text` is the
-    /// query without prefix.
+    /// by this retriever's mode, the words ranked by `lexical` (the store's
+    /// own lexical ranking, or one kept beside it). `embedding` must be given
+    /// when [`needs_embedding`](Self::needs_embedding) says so.
+    ///
+    /// Hybrid is a chain the engine runs the same way over every store: the
+    /// two rankings read to [`HybridOptions::depth`], fused once
+    /// ([`fuse_hybrid`]), the head read again for the query's terms where
+    /// `lexical` has term statistics ([`read_head_again`]), cut to
+    /// `n_results`.
+    #[allow(clippy::too_many_arguments)]
     pub async fn retrieve(
         &self,
         store: &dyn VectorStore,
-        text: &str,
+        lexical: Option<&dyn LexicalStore>,
+        query: &Query,
         embedding: Option<Vec<f32>>,
         n_results: usize,
         filter: &SearchFilter,
         ctx: &CallContext,
     ) -> Result<Vec<Candidate>, BackendError> {
-        let lexical = match (self.mode, store.lexical()) {
+        let lexical = match (self.mode, lexical) {
             (RetrievalMode::Dense, _) => None,
             (mode, None) => {
                 if !self.warned.swap(true, Ordering::Relaxed) {
@@ -370,19 +436,21 @@ impl Retriever {
             async move { store.query(&query, ctx).await }
         };
         let Some((mode, lexical)) = lexical else { return dense(embedding, n_results).await };
+        let words = |n_results: usize| LexicalQuery { text: query.text.clone(), n_results, filter: filter.clone() };
         if mode == RetrievalMode::Lexical {
-            let query = LexicalQuery { text: text.to_owned(), n_results, filter: filter.clone() };
-            return lexical.lexical_query(&query, ctx).await;
+            return lexical.lexical_query(&words(n_results), ctx).await;
         }
         let depth = self.hybrid.depth.max(n_results);
-        let embedding = embedding.unwrap_or_default();
-        let query = LexicalQuery { text: text.to_owned(), n_results, filter: filter.clone() };
-        if let Some(answer) = lexical.hybrid_query(&query, &embedding, &self.hybrid, ctx).await {
-            return answer;
-        }
-        let deep = LexicalQuery { n_results: depth, ..query };
-        let (dense, words) = futures::join!(dense(Some(embedding), depth), lexical.lexical_query(&deep, ctx));
-        Ok(fuse_hybrid(text, &dense?, &words?, &self.hybrid, n_results))
+        let statistics = async {
+            match reads_head_again(query, &self.hybrid) {
+                true => lexical.term_statistics(&query.lookup_tokens(), ctx).await,
+                false => Ok(None),
+            }
+        };
+        let deep = words(depth);
+        let (dense, ranked, statistics) =
+            futures::join!(dense(embedding, depth), lexical.lexical_query(&deep, ctx), statistics);
+        Ok(hybrid(query, dense?, ranked?, &self.hybrid, n_results, statistics?.as_ref()))
     }
 }
 
@@ -414,15 +482,25 @@ mod tests {
         let dense = [a.clone(), d.clone(), b.clone()];
         let lexical = [d.clone(), b.clone()];
         let options = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50, rerank: 0 };
-        let ids = |found: Vec<Candidate>| found.into_iter().map(|c| c.chunk.id).collect::<Vec<_>>();
+        let fuse = |query: &str, dense: &[Candidate], lexical: &[Candidate], n: usize| {
+            let fused = fuse_hybrid(&Query::new(query), dense.to_vec(), lexical.to_vec(), &options);
+            let verbatim = fused.verbatim;
+            (fused.candidates.into_iter().take(n).map(|c| c.chunk.id).collect::<Vec<_>>(), verbatim)
+        };
         // d: 1/62 + 1/61 > b: 1/63 + 1/62 > a: 1/61.
-        assert_eq!(ids(fuse_hybrid("routing", &dense, &lexical, &options, 3)), ["d", "b", "a"]);
-        assert_eq!(ids(fuse_hybrid("Pattern must begin", &dense, &lexical, &options, 3)), ["b", "d", "a"]);
-        assert_eq!(ids(fuse_hybrid("pattern must begin", &dense, &lexical, &options, 1)), ["b"]);
+        assert_eq!(fuse("routing", &dense, &lexical, 3), (vec!["d".to_owned(), "b".into(), "a".into()], 0));
+        assert_eq!(fuse("Pattern must begin", &dense, &lexical, 3), (vec!["b".to_owned(), "d".into(), "a".into()], 1));
+        assert_eq!(fuse("pattern must begin", &dense, &lexical, 1).0, ["b"]);
         // Only the lexical ranking's best are looked at.
         let deep: Vec<Candidate> =
             (0..VERBATIM_DEPTH).map(|i| c(&format!("x{i}"), "routing")).chain([b.clone()]).collect();
-        assert_eq!(ids(fuse_hybrid("pattern must begin", &[], &deep, &options, 1)), ["x0"]);
+        assert_eq!(fuse("pattern must begin", &[], &deep, 1).0, ["x0"]);
+        // A lexical ranking of weight 0 promotes only what the dense ranking holds.
+        let dense_only = HybridOptions { weight_lexical: 0.0, ..options };
+        let fused = fuse_hybrid(&Query::new("pattern must begin"), dense.to_vec(), lexical.to_vec(), &dense_only);
+        assert_eq!((ids(&fused.candidates), fused.verbatim), (vec!["b", "a", "d"], 1));
+        let fused = fuse_hybrid(&Query::new("pattern must begin"), dense[..2].to_vec(), lexical.to_vec(), &dense_only);
+        assert_eq!((ids(&fused.candidates), fused.verbatim), (vec!["a", "d"], 0));
     }
     use crate::record::{Chunk, Metadata};
     use async_trait::async_trait;
@@ -516,9 +594,11 @@ mod tests {
     async fn run(store: &Both, mode: RetrievalMode, n: usize) -> Vec<String> {
         let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 3, rerank: 0 };
         let retriever = Retriever::new(mode, equal);
-        let embedding = retriever.needs_embedding(store).then(|| vec![1.0]);
+        let embedding = retriever.needs_embedding(store.lexical().is_some()).then(|| vec![1.0]);
+        let query = Query::new("find x");
+        let filter = SearchFilter::default();
         let got = retriever
-            .retrieve(store, "find x", embedding, n, &SearchFilter::default(), &CallContext::default())
+            .retrieve(store, store.lexical(), &query, embedding, n, &filter, &CallContext::default())
             .await
             .unwrap();
         ids(&got).into_iter().map(str::to_owned).collect()
@@ -536,14 +616,72 @@ mod tests {
             store.asked.lock().unwrap().as_slice(),
             ["dense 2 1", "lexical 2 find x", "dense 3 1", "lexical 3 find x"]
         );
-        assert!(!RetrievalMode::Lexical.needs_embedding(&store));
+        assert!(!RetrievalMode::Lexical.needs_embedding(true));
+    }
+
+    /// A lexical index kept beside a store: ranks words and knows their
+    /// document frequencies.
+    struct Beside {
+        words: Vec<Candidate>,
+        rows: u64,
+    }
+
+    #[async_trait]
+    impl LexicalStore for Beside {
+        async fn lexical_query(&self, q: &LexicalQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+            Ok(self.words.iter().take(q.n_results).cloned().collect())
+        }
+        async fn term_statistics(
+            &self,
+            tokens: &[String],
+            _: &CallContext,
+        ) -> Result<Option<TermStatistics>, BackendError> {
+            Ok(Some(TermStatistics { rows: self.rows, frequencies: vec![1; tokens.len()] }))
+        }
+    }
+
+    #[tokio::test]
+    async fn hybrid_over_a_store_without_words_uses_the_index_beside_it_and_reads_the_head_again() {
+        let doc = |id: &str, path: &str, body: &str| Candidate {
+            chunk: Chunk {
+                id: id.into(),
+                document: body.into(),
+                metadata: Metadata { path: path.into(), start_line: 10, ..Default::default() },
+            },
+            distance: None,
+        };
+        let (a, b, c) = (
+            doc("a", "src/run.rs", "fn run() {}"),
+            doc("b", "src/other.rs", "fn other() { /* config */ }"),
+            doc("c", "src/config.rs", "pub fn parse_config() -> Config {}"),
+        );
+        // The store ranks by vectors only; the index beside it ranks words.
+        let store = Both { dense: vec![a.clone(), b.clone(), c.clone()], words: None, asked: Mutex::default() };
+        let beside = Beside { words: vec![b.clone(), c.clone()], rows: 100 };
+        let options = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 3, rerank: 0 };
+        // Not "parse config", which c holds verbatim and would lead anyway.
+        let query = Query::new("config parse");
+        let run = |options: HybridOptions| {
+            let (store, beside, query) = (&store, &beside, &query);
+            async move {
+                let retriever = Retriever::new(RetrievalMode::Hybrid, options);
+                let (filter, ctx) = (SearchFilter::default(), CallContext::default());
+                let got = retriever.retrieve(store, Some(beside), query, Some(vec![1.0]), 3, &filter, &ctx).await;
+                ids(&got.unwrap()).into_iter().map(str::to_owned).collect::<Vec<_>>()
+            }
+        };
+        // b: 1/62 + 1/61; c: 1/63 + 1/62; a: 1/61.
+        assert_eq!(run(options).await, ["b", "c", "a"]);
+        // Read again, the chunk that names both words leads.
+        assert_eq!(run(HybridOptions { rerank: 20, ..options }).await, ["c", "b", "a"]);
+        assert_eq!(store.asked.lock().unwrap().as_slice(), ["dense 3 1", "dense 3 1"]);
     }
 
     #[tokio::test]
     async fn a_store_that_cannot_rank_lexically_runs_dense() {
         let store = Both { dense: vec![cand("a"), cand("b")], words: None, asked: Mutex::default() };
-        assert_eq!(RetrievalMode::default_for(&store), RetrievalMode::Dense);
-        assert!(RetrievalMode::Lexical.needs_embedding(&store));
+        assert_eq!(RetrievalMode::default_for(store.lexical().is_some()), RetrievalMode::Dense);
+        assert!(RetrievalMode::Lexical.needs_embedding(false));
         assert_eq!(run(&store, RetrievalMode::Lexical, 5).await, ["a", "b"]);
         assert_eq!(run(&store, RetrievalMode::Hybrid, 1).await, ["a"]);
         assert_eq!(store.asked.lock().unwrap().as_slice(), ["dense 5 1", "dense 1 1"]);

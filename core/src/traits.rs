@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use crate::error::BackendError;
 use crate::filter::SearchFilter;
+use crate::query::Query;
 use crate::record::Candidate;
 
 /// Per-call context passed to every backend.
@@ -152,11 +153,19 @@ pub struct HybridOptions {
     /// Candidates read from each ranking before fusion (at least the
     /// number asked for).
     pub depth: usize,
-    /// The first fused candidates a store that reads its chunks' text may
-    /// order again by how much of the query each holds (0: none). Only the
-    /// embedded store does; [`crate::retrieval::fuse_hybrid`] has no term
-    /// statistics to do it with and ignores it.
+    /// The first fused candidates (after the verbatim matches) ordered again
+    /// by how much of the query each holds (0: none), when the lexical
+    /// ranking has term statistics ([`LexicalStore::term_statistics`]).
     pub rerank: usize,
+}
+
+/// Document frequencies of index tokens ([`LexicalStore::term_statistics`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TermStatistics {
+    /// The chunks in the index.
+    pub rows: u64,
+    /// For each token asked for, in order, the chunks that hold it.
+    pub frequencies: Vec<u64>,
 }
 
 /// One lexical query.
@@ -178,21 +187,18 @@ pub trait LexicalStore: Send + Sync {
     /// The `n_results` chunks passing the filter that best match the words.
     async fn lexical_query(&self, query: &LexicalQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError>;
 
-    /// Dense and lexical fused inside the store, when it can do that more
-    /// cheaply than two queries (one snapshot, fewer documents read). `None`:
-    /// the caller fuses [`VectorStore::query`] and
-    /// [`lexical_query`](Self::lexical_query) itself. An answer must equal
-    /// [`fuse_hybrid`](crate::retrieval::fuse_hybrid) of those two lists,
-    /// except that a store may order the first [`HybridOptions::rerank`]
-    /// after the verbatim matches again by the query's terms in them.
-    async fn hybrid_query(
+    /// How many chunks hold each of `tokens` (as the lexical ranking
+    /// indexes words: stems and identifier parts, lower-cased), and how many
+    /// chunks there are: the statistics the engine weighs the query's terms
+    /// with when it reads the head of a hybrid ranking again
+    /// ([`crate::evidence`]). `None` (the default): no statistics, and the
+    /// head keeps the fused order.
+    async fn term_statistics(
         &self,
-        _query: &LexicalQuery,
-        _embedding: &[f32],
-        _options: &HybridOptions,
+        _tokens: &[String],
         _ctx: &CallContext,
-    ) -> Option<Result<Vec<Candidate>, BackendError>> {
-        None
+    ) -> Result<Option<TermStatistics>, BackendError> {
+        Ok(None)
     }
 
     /// The chunks of the files the query names by their file names
@@ -204,7 +210,7 @@ pub trait LexicalStore: Send + Sync {
     /// store that cannot list its files answers none.
     async fn named_files(
         &self,
-        _query: &str,
+        _query: &Query,
         _filter: &SearchFilter,
         _ctx: &CallContext,
     ) -> Result<Vec<Candidate>, BackendError> {

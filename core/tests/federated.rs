@@ -160,3 +160,64 @@ async fn dimension_mismatch_names_store_model_and_both_numbers() {
         "every store failed: `docs`: store \"docs\" holds 1024-dimensional vectors but its embedder \"e5-small\" makes 384-dimensional ones"
     );
 }
+
+/// A lexical index beside a fake store: ranks the same list by words and
+/// knows the document frequencies.
+struct Words(Vec<Candidate>);
+#[async_trait]
+impl rr_core::LexicalStore for Words {
+    async fn lexical_query(&self, q: &rr_core::LexicalQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+        Ok(self.0.iter().take(q.n_results).cloned().collect())
+    }
+    async fn term_statistics(
+        &self,
+        tokens: &[String],
+        _: &CallContext,
+    ) -> Result<Option<rr_core::traits::TermStatistics>, BackendError> {
+        Ok(Some(rr_core::traits::TermStatistics { rows: 50, frequencies: vec![1; tokens.len()] }))
+    }
+}
+
+fn named(id: &str, path: &str, body: &str) -> Candidate {
+    let mut c = cand(id);
+    c.chunk.metadata.path = path.into();
+    c.chunk.metadata.start_line = 10;
+    c.chunk.document = body.into();
+    c
+}
+
+#[tokio::test]
+async fn the_merged_head_of_hybrid_stores_is_read_again_over_their_union() {
+    let e: Arc<dyn Embedder> = Arc::new(CountingEmbedder(Mutex::default(), 2));
+    let (a, b) = (named("a", "src/run.rs", "fn run() {}"), named("b", "src/walk.rs", "fn walk() {}"));
+    let c = named("c", "src/config.rs", "pub fn parse_config() -> Config {}");
+    let hybrid = |name: &str, list: Vec<Candidate>, rerank: usize| {
+        let mut s = store(name, Behaviour::List(list.clone()), &e)
+            .with_retrieval(rr_core::RetrievalMode::Hybrid, rr_core::HybridOptions { rerank, ..Default::default() })
+            .with_lexical_index(Arc::new(Words(list)));
+        s.query_prefix = String::new();
+        s
+    };
+    let query = |engine: SearchEngine| async move {
+        let request = SearchArgs { query: "config parse".into(), limit: 3, ..Default::default() }.validate().unwrap();
+        let out = engine.search_outcome(&request, &CallContext::default()).await.unwrap();
+        ids(&out).into_iter().map(str::to_owned).collect::<Vec<_>>()
+    };
+    // Merged by rank alone, the first store's weak best leads the second store's answer.
+    let merged = SearchEngine::federated(
+        vec![hybrid("one", vec![a.clone(), b.clone()], 0), hybrid("two", vec![c.clone()], 0)],
+        None,
+        RerankOptions::default(),
+    )
+    .with_per_file(0);
+    assert_eq!(query(merged).await, ["a", "c", "b"]);
+    // Each store reading its head again, the merged head is read again too: the chunk that
+    // names both words leads.
+    let read = SearchEngine::federated(
+        vec![hybrid("one", vec![a, b], 20), hybrid("two", vec![c], 20)],
+        None,
+        RerankOptions::default(),
+    )
+    .with_per_file(0);
+    assert_eq!(query(read).await, ["c", "a", "b"]);
+}

@@ -9,6 +9,7 @@
 //! searched as one). The drop-in's flags, environment and YAML stay in the
 //! server binary, which builds its Chroma engine through the same registry.
 
+pub mod beside;
 pub mod local;
 pub mod nav_chroma;
 pub mod nav_embedded;

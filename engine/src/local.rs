@@ -15,7 +15,7 @@ use std::time::Instant;
 use crate::retrieval::EngineSettings;
 use rr_chroma::{ChromaConfig, ChromaStore};
 use rr_core::registry::{FactoryContext, Registry, RegistryError};
-use rr_core::{BackendError, EmbeddedChunk, Embedder, IndexStore, Reranker, SearchEngine};
+use rr_core::{BackendError, EmbeddedChunk, Embedder, IndexStore, Reranker, SearchEngine, VectorStore};
 use rr_embedded::{EmbeddedStore, FileKey, StoredFile, WriteBatch};
 use rr_http::{HttpClient, HttpSettings};
 use rr_indexer::sync::{SyncOptions, SyncPhase, SyncSummary};
@@ -416,8 +416,15 @@ pub struct ChromaTarget {
 pub struct IndexRequest {
     pub root: PathBuf,
     pub store: PathBuf,
-    /// When set, records go to this Chroma collection and `store` is unused.
+    /// When set, records go to this Chroma collection, and `store` is unused
+    /// unless [`lexical_index`](Self::lexical_index) says otherwise.
     pub chroma: Option<ChromaTarget>,
+    /// With `chroma`: `store` is the lexical index kept beside the
+    /// collection. It receives the same records and the files' texts, and
+    /// keeps the settings (embedder, prefixes, chunking) as an embedded store
+    /// does, so its embedder makes the collection's vectors too, and a search
+    /// embeds queries with it ([`open_beside`]).
+    pub lexical_index: bool,
     /// The chunking to index with, overriding `options.chunking.scheme`. `None`: the one an
     /// existing embedded store records, [`DEFAULT_EMBEDDED_CHUNKING`] for a new one, the
     /// reference's for Chroma (records identical to the reference indexer's). A store indexed
@@ -455,7 +462,7 @@ pub async fn index(request: IndexRequest) -> Result<SyncSummary, LocalError> {
 /// The settings `request` indexes with: those of the store (or a new
 /// store's), the reference's chunking for Chroma, and the chunking asked for.
 fn index_settings(request: &IndexRequest) -> Result<StoreSettings, LocalError> {
-    let mut settings = if request.chroma.is_some() {
+    let mut settings = if request.chroma.is_some() && !request.lexical_index {
         StoreSettings { chunking: ChunkingScheme::Reference, ..StoreSettings::default() }
     } else {
         std::fs::create_dir_all(&request.store).map_err(LocalError::io("create the store folder", &request.store))?;
@@ -480,9 +487,9 @@ async fn index_with(
     settings: StoreSettings,
     embedder: Arc<dyn Embedder>,
 ) -> Result<SyncSummary, LocalError> {
-    let store = match &request.chroma {
-        Some(_) => None,
-        None => Some(open_store(&request.store)?),
+    let store = match (&request.chroma, request.lexical_index) {
+        (Some(_), false) => None,
+        _ => Some(open_store(&request.store)?),
     };
     index_in(request, settings, embedder, store, Writes::Batched).await
 }
@@ -513,6 +520,9 @@ pub(crate) async fn index_in(
     let (root, identity, mut options) = (request.root.clone(), request.identity.clone(), request.options.clone());
     options.chunking.scheme = settings.chunking;
     let known = match &store {
+        // A collection may lack records its index holds: every file is read
+        // and its records compared with what both hold.
+        Some(_) if request.chroma.is_some() => rr_indexer::KnownFiles::new(),
         Some(store) => {
             let (namespace_id, chunking) = (identity.namespace_id(), options.chunking);
             blocking_write(store, move |s| known_files(s, &namespace_id, chunking)).await?
@@ -534,8 +544,24 @@ pub(crate) async fn index_in(
         let (store, embedder) = chroma_target(target)?;
         return stream_into(&store, &embedder, None, stream, &request, &opts, chunking).await;
     };
-    let files = if request.dry_run { None } else { Some(store.as_ref()) };
-    let writes = Coalesced::new(store.as_ref(), mode == Writes::Atomic);
+    if let Some(target) = &request.chroma {
+        let (remote, _) = chroma_target(target)?;
+        let files = if request.dry_run { None } else { Some(Texts { store: store.as_ref(), held: None }) };
+        let index = Coalesced::new(store.as_ref(), false);
+        let both = crate::beside::Beside::new(&remote, &index);
+        let summary = stream_into(&both, embedder.as_ref(), files, stream, &request, &opts, chunking).await;
+        let flushed = index.flush().await;
+        let summary = summary?;
+        flushed?;
+        if !request.dry_run {
+            write_settings(&request.store, &settings)?;
+        }
+        return Ok(summary);
+    }
+    let atomic = mode == Writes::Atomic;
+    let writes = Coalesced::new(store.as_ref(), atomic);
+    let files =
+        if request.dry_run { None } else { Some(Texts { store: store.as_ref(), held: atomic.then_some(&writes) }) };
     let summary = stream_into(&writes, embedder.as_ref(), files, stream, &request, &opts, chunking).await;
     // Batched, written even when the run failed: what the sync handed over
     // is whole batches, which the next run then counts as unchanged.
@@ -602,6 +628,24 @@ struct Coalesced<'a> {
 struct Pending {
     upsert: Vec<EmbeddedChunk>,
     delete: Vec<String>,
+    /// Files' texts, written in the same transaction as the records (atomic only).
+    put_files: Vec<StoredFile>,
+    delete_files: Vec<FileKey>,
+}
+
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.upsert.is_empty() && self.delete.is_empty() && self.put_files.is_empty() && self.delete_files.is_empty()
+    }
+}
+
+/// Where the texts of the indexed files go: written to `store` in batches
+/// as they come, or, for an atomic run, `held` with its records and
+/// written in their transaction.
+#[derive(Clone, Copy)]
+pub(crate) struct Texts<'s, 'c> {
+    store: &'s EmbeddedStore,
+    held: Option<&'c Coalesced<'s>>,
 }
 
 impl<'a> Coalesced<'a> {
@@ -609,16 +653,28 @@ impl<'a> Coalesced<'a> {
         Coalesced { store, atomic, pending: tokio::sync::Mutex::new(Pending::default()) }
     }
 
+    /// Holds files' texts to write with the records (atomic only).
+    async fn hold_files(&self, put: Vec<StoredFile>, delete: Vec<FileKey>) {
+        let mut pending = self.pending.lock().await;
+        pending.put_files.extend(put);
+        pending.delete_files.extend(delete);
+    }
+
     /// Writes what is gathered, in one transaction.
     async fn flush(&self) -> Result<(), BackendError> {
         let mut pending = self.pending.lock().await;
-        if pending.upsert.is_empty() && pending.delete.is_empty() {
+        if pending.is_empty() {
             return Ok(());
         }
         let taken = std::mem::take(&mut *pending);
         let store = self.store.clone();
         tokio::task::spawn_blocking(move || {
-            store.write(&WriteBatch { delete: &taken.delete, upsert: &taken.upsert, ..Default::default() })
+            store.write(&WriteBatch {
+                delete: &taken.delete,
+                upsert: &taken.upsert,
+                delete_files: &taken.delete_files,
+                put_files: &taken.put_files,
+            })
         })
         .await
         .unwrap_or_else(|e| {
@@ -681,7 +737,7 @@ impl IndexStore for Coalesced<'_> {
 pub(crate) async fn stream_into(
     store: &dyn IndexStore,
     embedder: &dyn Embedder,
-    files: Option<&EmbeddedStore>,
+    files: Option<Texts<'_, '_>>,
     mut stream: BuildStream,
     request: &IndexRequest,
     opts: &SyncOptions,
@@ -692,7 +748,7 @@ pub(crate) async fn stream_into(
         request.output_manifest.as_deref().map(|path| ManifestSpool::create(path, stream.files())).transpose()?;
     let mut sync = StreamSync::start(store, embedder, &namespace_id, opts).await?;
     let mut texts = match files {
-        Some(files) => Some(FileSync::start(files, &namespace_id, chunking.key()).await?),
+        Some(files) => Some(FileSync::start(files.store, &namespace_id, chunking.key(), files.held).await?),
         None => None,
     };
     let total = stream.files();
@@ -744,7 +800,7 @@ pub(crate) async fn stream_into(
     if let Some(texts) = texts {
         texts.finish().await?;
     }
-    Ok(summary.with_identity(&request.identity).with_build_stats(&stream.stats()))
+    Ok(summary.with_identity(&request.identity).with_build_stats(&stream.stats()).with_skipped(stream.skipped()))
 }
 
 /// Texts of indexed files written per batch, at most this many bytes...
@@ -756,8 +812,10 @@ const FILE_BATCH_FILES: usize = 500;
 /// they come: changed and new files written in batches, vanished ones
 /// removed at the end, unchanged ones left alone (a re-run over unchanged
 /// files writes nothing).
-struct FileSync {
+struct FileSync<'c> {
     store: EmbeddedStore,
+    /// An atomic run's writes: the texts go with the records.
+    held: Option<&'c Coalesced<'c>>,
     namespace_id: String,
     /// The key of the chunking the records are cut with.
     chunking: String,
@@ -767,8 +825,13 @@ struct FileSync {
     pending_bytes: usize,
 }
 
-impl FileSync {
-    async fn start(store: &EmbeddedStore, namespace_id: &str, chunking: String) -> Result<Self, LocalError> {
+impl<'c> FileSync<'c> {
+    async fn start(
+        store: &EmbeddedStore,
+        namespace_id: &str,
+        chunking: String,
+        held: Option<&'c Coalesced<'c>>,
+    ) -> Result<Self, LocalError> {
         let namespace = namespace_id.to_owned();
         let unseen = blocking_write(store, move |s| {
             Ok(s.list_files(&namespace)?.into_iter().map(|f| (f.path, (f.file_hash, f.chunking, f.chunks))).collect())
@@ -776,6 +839,7 @@ impl FileSync {
         .await?;
         Ok(FileSync {
             store: store.clone(),
+            held,
             namespace_id: namespace_id.to_owned(),
             chunking,
             unseen,
@@ -813,9 +877,15 @@ impl FileSync {
         Ok(())
     }
 
-    /// Writes the queued files in one transaction.
+    /// Writes the queued files in one transaction (an atomic run's go with
+    /// its records instead).
     async fn flush(&mut self) -> Result<(), LocalError> {
         if self.pending.is_empty() {
+            return Ok(());
+        }
+        if let Some(held) = self.held {
+            held.hold_files(std::mem::take(&mut self.pending), Vec::new()).await;
+            self.pending_bytes = 0;
             return Ok(());
         }
         let put = std::mem::take(&mut self.pending);
@@ -830,6 +900,10 @@ impl FileSync {
         let delete: Vec<FileKey> =
             self.unseen.into_keys().map(|path| FileKey { namespace_id: namespace_id.clone(), path }).collect();
         if delete.is_empty() {
+            return Ok(());
+        }
+        if let Some(held) = self.held {
+            held.hold_files(Vec::new(), delete).await;
             return Ok(());
         }
         blocking_write(&self.store, move |s| s.write(&WriteBatch { delete_files: &delete, ..Default::default() })).await
@@ -972,6 +1046,11 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// The Chroma collection of `target`, to search.
+pub fn chroma_store(target: &ChromaTarget) -> Result<Arc<dyn VectorStore>, LocalError> {
+    Ok(Arc::new(chroma_target(target)?.0))
+}
+
 /// The Chroma store and embedder of a Chroma target, on one HTTP client.
 fn chroma_target(target: &ChromaTarget) -> Result<(ChromaStore, OpenAiEmbedder), LocalError> {
     let mut settings = HttpSettings::new(crate::user_agent());
@@ -1017,6 +1096,34 @@ pub fn engine(store_dir: &Path) -> Result<SearchEngine, LocalError> {
 /// answer a question often stand in the same file (docs/evaluation.md, "What
 /// the search tool returns").
 pub const EMBEDDED_PER_FILE: usize = 0;
+
+/// The search engine over `remote` with the lexical index at `dir` beside
+/// it: queries embedded by the embedder the index records (the one that
+/// wrote the collection's vectors), the index's retrieval defaults (hybrid,
+/// the head read again, the code ranking, the ranking's order), reranked by
+/// `reranker`.
+pub fn engine_beside(
+    remote: Arc<dyn VectorStore>,
+    dir: &Path,
+    reranker: Option<Arc<dyn Reranker>>,
+) -> Result<SearchEngine, LocalError> {
+    let index = open(dir)?;
+    let settings = index.engine_settings();
+    let lexical: Arc<dyn rr_core::LexicalStore> = index.store.clone();
+    Ok(crate::retrieval::engine_with_index(
+        remote,
+        Some(lexical),
+        index.embedder.clone(),
+        reranker,
+        &settings,
+        str::to_owned,
+    )?)
+}
+
+/// The settings an existing store (or lexical index) was written with.
+pub fn open_settings(store_dir: &Path) -> Result<StoreSettings, LocalError> {
+    read_settings(store_dir)?.ok_or_else(|| LocalError::NoIndex(store_dir.to_owned()))
+}
 
 /// An existing store with the embedder its vectors were made with: the
 /// parts of [`engine`], for callers that run the pipeline's steps themselves
@@ -1089,7 +1196,7 @@ impl OpenStore {
 
 /// Opens an existing store (see [`OpenStore`]).
 pub fn open(store_dir: &Path) -> Result<OpenStore, LocalError> {
-    let settings = read_settings(store_dir)?.ok_or_else(|| LocalError::NoIndex(store_dir.to_owned()))?;
+    let settings = open_settings(store_dir)?;
     let embedder = embedder_for(&settings)?;
     let store = open_store(store_dir)?;
     // An endpoint's dimension (0) is whatever its model makes: the store
@@ -1279,6 +1386,7 @@ mod tests {
             root: root.to_owned(),
             store: store.to_owned(),
             chroma: None,
+            lexical_index: false,
             chunking: None,
             identity: Identity::new("acme", "widgets", "main", ""),
             options: IndexOptions::default(),
@@ -1342,6 +1450,36 @@ mod tests {
             "the batches written before the fault count as unchanged"
         );
         assert!(EmbeddedStore::open(store.path()).unwrap().check().unwrap().is_consistent());
+    }
+
+    /// An atomic run (a watch's update or catch-up) over many new files that fails midway writes
+    /// nothing: not their records, and not their texts either, which would show files whose
+    /// chunks are missing.
+    #[tokio::test]
+    async fn an_atomic_run_that_fails_writes_neither_records_nor_texts() {
+        let folder = corpus();
+        let store = tempfile::tempdir().unwrap();
+        index_using(request(folder.path(), store.path()), healthy()).await.unwrap();
+        let before = contents(store.path());
+        // More new files than a batch of texts holds.
+        for n in 0..FILE_BATCH_FILES + 20 {
+            std::fs::write(folder.path().join(format!("added_{n}.md")), format!("# Page {n}\n\nText {n}.\n")).unwrap();
+        }
+        let run = |embedder: Arc<dyn Embedder>| {
+            let request = request(folder.path(), store.path());
+            let settings = index_settings(&request).unwrap();
+            let open = open_store(store.path()).unwrap();
+            async move { index_in(request, settings, embedder, Some(open), Writes::Atomic).await }
+        };
+        let err = run(failing_after(3)).await.unwrap_err();
+        assert_eq!(err.to_string(), "embedding failed: injected fault");
+        assert_eq!(contents(store.path()), before);
+
+        let done = run(healthy()).await.unwrap();
+        assert!(done.chunks_added_or_updated >= FILE_BATCH_FILES + 20, "{done:?}");
+        let (ids, files) = contents(store.path());
+        assert_eq!(files.len(), before.1.len() + FILE_BATCH_FILES + 20);
+        assert_eq!(ids.len(), before.0.len() + done.chunks_added_or_updated);
     }
 
     /// Stored record ids of one file of the namespace.

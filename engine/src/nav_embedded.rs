@@ -165,6 +165,7 @@ pub(crate) fn repository_request(
         dry_run: false,
         output_manifest: None,
         chroma,
+        lexical_index: false,
         chunking: None,
         progress: Some(progress),
     }

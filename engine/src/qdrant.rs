@@ -263,6 +263,7 @@ mod tests {
             dry_run: false,
             output_manifest: None,
             progress: None,
+            lexical_index: false,
         }
     }
 

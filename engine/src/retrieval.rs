@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use rr_core::retrieval::RetrievalSettingError;
 use rr_core::{
-    CodeRank, Embedder, HybridOptions, PipelineOptions, RerankOptions, Reranker, RetrievalMode, SearchEngine,
-    VectorStore,
+    CodeRank, Embedder, HybridOptions, LexicalStore, PipelineOptions, RerankOptions, Reranker, RetrievalMode,
+    SearchEngine, VectorStore,
 };
 use serde::Deserialize;
 
@@ -50,14 +50,30 @@ pub fn engine(
     settings: &EngineSettings,
     key: impl Fn(&str) -> String,
 ) -> Result<SearchEngine, RetrievalSettingError> {
-    let (retrieval, hybrid) = settings.retrieval.resolve(store.as_ref(), embedder.as_ref(), key)?;
+    engine_with_index(store, None, embedder, reranker, settings, key)
+}
+
+/// [`engine`] with `lexical_index` ranking the store's chunks by their
+/// words when the store cannot (a lexical index kept beside a Chroma
+/// collection): the lexical and hybrid modes, the head read again and the
+/// files a query names then work over that store as over the embedded one.
+pub fn engine_with_index(
+    store: Arc<dyn VectorStore>,
+    lexical_index: Option<Arc<dyn LexicalStore>>,
+    embedder: Arc<dyn Embedder>,
+    reranker: Option<Arc<dyn Reranker>>,
+    settings: &EngineSettings,
+    key: impl Fn(&str) -> String,
+) -> Result<SearchEngine, RetrievalSettingError> {
+    let lexical = lexical_index.is_some() || store.lexical().is_some();
+    let (retrieval, hybrid) = settings.retrieval.resolve(lexical, embedder.as_ref(), key)?;
     let options = PipelineOptions {
         query_prefix: settings.query_prefix.clone(),
         retrieval,
         hybrid,
         rerank: settings.rerank.clone(),
     };
-    Ok(SearchEngine::new(embedder, store, reranker, options)
+    Ok(SearchEngine::with_lexical_index(embedder, store, lexical_index, reranker, options)
         .with_per_file(settings.per_file)
         .with_code_rank(settings.code_rank.clone()))
 }
@@ -88,11 +104,11 @@ impl RetrievalSettings {
     /// with another mode are refused, since they would silently do nothing.
     pub fn resolve(
         &self,
-        store: &dyn VectorStore,
+        lexical: bool,
         embedder: &dyn Embedder,
         key: impl Fn(&str) -> String,
     ) -> Result<(RetrievalMode, HybridOptions), RetrievalSettingError> {
-        let mode = self.mode.unwrap_or_else(|| RetrievalMode::default_for(store));
+        let mode = self.mode.unwrap_or_else(|| RetrievalMode::default_for(lexical));
         let defaults = HybridOptions::for_embedder(embedder);
         let hybrid = HybridOptions {
             weight_dense: self.weight_dense.unwrap_or(defaults.weight_dense),
@@ -125,11 +141,9 @@ mod tests {
 
     #[test]
     fn hybrid_settings_are_checked_and_need_hybrid() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = rr_embedded::EmbeddedStore::open(dir.path()).unwrap();
         let hash = rr_hash_embed::HashEmbedder::new(256).unwrap();
         let key = |k: &str| format!("--{}", k.replace('_', "-"));
-        let resolve = |settings: RetrievalSettings| settings.resolve(&store, &hash, key);
+        let resolve = |settings: RetrievalSettings| settings.resolve(true, &hash, key);
         let (mode, hybrid) = resolve(RetrievalSettings::default()).unwrap();
         // The embedder's own dense weight, the other settings the defaults.
         let defaults = HybridOptions { weight_dense: 0.5, ..HybridOptions::default() };

@@ -34,10 +34,12 @@
 //! sources = ["acme/*"]                       # optional: what the store can hold
 //! timeout_secs = 10                          # optional, default 30
 //! query_prefix = "query: "                   # optional, default "query: "
+//! lexical_index = "/srv/rr/widgets-index"    # optional: the lexical index beside a store that
+//!                                            # cannot rank words (index --lexical-index)
 //! retrieval = "dense"                        # optional: dense, lexical or hybrid; default hybrid
 //!                                            # for a store that can rank lexically (embedded,
-//!                                            # Qdrant with a sparse_vector_name), else dense
-//!                                            # (Chroma runs dense and says so)
+//!                                            # Qdrant with a sparse_vector_name, or one with a
+//!                                            # lexical_index), else dense
 //! # hybrid_weight_dense = 1.0                # hybrid only: the fusion's weights, its k and
 //! # hybrid_weight_lexical = 1.0              # how many candidates each ranking gives
 //! # hybrid_rrf_k = 60
@@ -132,6 +134,11 @@ pub struct StoreSection {
     /// The store's first stage: `retrieval` and the `hybrid_*` keys.
     #[serde(flatten)]
     pub retrieval: crate::retrieval::RetrievalSettings,
+    /// The lexical index kept beside a store that cannot rank words (`index
+    /// --chroma-url … --lexical-index DIR`): lexical and hybrid retrieval,
+    /// the head read again and the files a query names then come from it.
+    #[serde(default)]
+    pub lexical_index: Option<std::path::PathBuf>,
     /// Everything else goes to the store's factory, which refuses unknown keys.
     #[serde(flatten)]
     pub settings: Map<String, Value>,
@@ -194,6 +201,9 @@ pub enum StoresError {
     /// A `sources` pattern that does not parse.
     #[error("{at}: {message}")]
     Sources { at: String, message: String },
+    /// A `lexical_index` folder that does not open.
+    #[error("{at}: {message}")]
+    LexicalIndex { at: String, message: String },
     /// `reranker = []`.
     #[error("{at}: an empty array has no stage; leave the key out for no reranking")]
     EmptyChain { at: String },
@@ -308,11 +318,23 @@ pub fn build(file: &StoresFile, registry: &Registry, ctx: &FactoryContext) -> Re
                 e
             }
         };
+        let lexical_index = match &section.lexical_index {
+            Some(dir) => Some(rr_embedded::registry::shared(dir).map_err(|e| StoresError::LexicalIndex {
+                at: format!("{at}.lexical_index"),
+                message: e.to_string(),
+            })?),
+            None => None,
+        };
         let (mode, hybrid) = section
             .retrieval
-            .resolve(store.as_ref(), embedder.as_ref(), |key| format!("stores.{name}.{key}"))
+            .resolve(lexical_index.is_some() || store.lexical().is_some(), embedder.as_ref(), |key| {
+                format!("stores.{name}.{key}")
+            })
             .map_err(StoresError::Retrieval)?;
         let mut entry = FederatedStore::new(name.clone(), store, embedder).with_retrieval(mode, hybrid);
+        if let Some(index) = lexical_index {
+            entry = entry.with_lexical_index(index);
+        }
         entry.model = section
             .embedder
             .settings
@@ -629,6 +651,32 @@ stores:
             build_err("s.toml", &zero),
             "stores.b.hybrid_weight_dense and stores.b.hybrid_weight_lexical cannot both be 0"
         );
+    }
+
+    #[test]
+    fn a_lexical_index_beside_a_store_makes_it_hybrid_by_default() {
+        let index = tempfile::tempdir().unwrap();
+        let body = TWO.replacen(
+            "sources = [\"acme/*\"]",
+            &format!("sources = [\"acme/*\"]\nlexical_index = {:?}", index.path().to_str().unwrap()),
+            1,
+        );
+        let (_dir, path) = write("s.toml", &body);
+        let fed = engine(&path).unwrap();
+        assert_eq!(fed.stores()[0].retriever.mode(), rr_core::RetrievalMode::Hybrid);
+        assert!(fed.stores()[0].lexical().is_some());
+        // The store without one runs dense, as before.
+        assert_eq!(fed.stores()[1].retriever.mode(), rr_core::RetrievalMode::Dense);
+        assert!(fed.stores()[1].lexical().is_none());
+        let file = index.path().join("a-file");
+        std::fs::write(&file, "").unwrap();
+        let bad = TWO.replacen(
+            "sources = [\"acme/*\"]",
+            &format!("sources = [\"acme/*\"]\nlexical_index = {:?}", file.to_str().unwrap()),
+            1,
+        );
+        let msg = build_err("s.toml", &bad);
+        assert!(msg.starts_with("stores.a.lexical_index: "), "{msg}");
     }
 
     #[test]

@@ -202,7 +202,9 @@ impl Pipeline {
         };
         let started = Instant::now();
         let mut timings = Timings::default();
-        let embedding = match self.retriever.needs_embedding(self.store.as_ref()) {
+        let analysed = rr_core::Query::new(&query.query);
+        let lexical = self.store.lexical();
+        let embedding = match self.retriever.needs_embedding(lexical.is_some()) {
             true => {
                 let input = [format!("{}{}", self.query_prefix, query.query)];
                 let mut vectors = self.embedder.embed(&input, &ctx).await.map_err(|e| failed("embed", e.into()))?;
@@ -222,18 +224,16 @@ impl Pipeline {
         };
         let candidates = self
             .retriever
-            .retrieve(self.store.as_ref(), &query.query, embedding, n_results, &query.filter, &ctx)
+            .retrieve(self.store.as_ref(), lexical, &analysed, embedding, n_results, &query.filter, &ctx)
             .await
             .map_err(|e| failed("retrieve", e.into()))?;
         // The code ranking reads the files the query names too (before the
         // rerank stages, which see them like the rest).
         let candidates = match self.code_rank {
             None => candidates,
-            Some(_) => {
-                rr_core::pipeline::with_named_files(self.store.as_ref(), &query.query, &query.filter, candidates, &ctx)
-                    .await
-                    .map_err(|e| failed("retrieve", e.into()))?
-            }
+            Some(_) => rr_core::pipeline::with_named_files(lexical, &analysed, &query.filter, candidates, &ctx)
+                .await
+                .map_err(|e| failed("retrieve", e.into()))?,
         };
         timings.retrieve = at.elapsed();
 
@@ -250,7 +250,7 @@ impl Pipeline {
         let results = match &self.code_rank {
             None => results,
             // Timed in the total, not as a rerank stage.
-            Some(code_rank) => code_rank.rank(&query.query, results),
+            Some(code_rank) => code_rank.rank(&analysed.shape, results),
         };
         let results = select_spread(results, limit, self.per_file);
         timings.total = started.elapsed();
@@ -310,7 +310,7 @@ pub fn defaults(
     };
     let mut pipelines: Vec<Pipeline> =
         DEFAULT_MODES.iter().map(|&mode| pipeline(format!("{} {mode}", settings.embedder), mode, None)).collect();
-    let mode = RetrievalMode::default_for(store.as_ref());
+    let mode = RetrievalMode::default_for(store.lexical().is_some());
     // What the code ranking adds to the default mode.
     pipelines.push(Pipeline {
         code_rank: None,
@@ -506,8 +506,10 @@ fn build_one(
         (None, Some(own)) => own.embedder.clone(),
         (None, None) => return Err(PipelineError::NoEmbedder),
     };
-    let (mode, hybrid) =
-        spec.retrieval.resolve(store.as_ref(), embedder.as_ref(), str::to_owned).map_err(PipelineError::Retrieval)?;
+    let (mode, hybrid) = spec
+        .retrieval
+        .resolve(store.lexical().is_some(), embedder.as_ref(), str::to_owned)
+        .map_err(PipelineError::Retrieval)?;
     let query_prefix = match (&spec.query_prefix, &own) {
         (Some(p), _) => p.clone(),
         (None, Some(own)) => own.settings.query_prefix.clone(),

@@ -27,6 +27,9 @@ pub struct SelectionOptions {
     pub exclude_extensions: Vec<String>,
     /// Skip what `.gitignore`, `.ignore` and `.git/info/exclude` ignore.
     pub respect_ignore: bool,
+    /// Skip (and report in [`Scan::skipped`]) a file larger than this many
+    /// bytes; 0: no limit, the reference's selection.
+    pub max_file_bytes: u64,
 }
 
 impl Default for SelectionOptions {
@@ -37,6 +40,7 @@ impl Default for SelectionOptions {
             include_extensions: Vec::new(),
             exclude_extensions: Vec::new(),
             respect_ignore: false,
+            max_file_bytes: 0,
         }
     }
 }
@@ -90,11 +94,22 @@ pub struct ScanStats {
     pub files_ignored: usize,
 }
 
+/// A file the selection would index but that is left out, and why: the
+/// run's summary lists each one.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SkippedFile {
+    /// The relative path (a name that is not UTF-8 shown with U+FFFD).
+    pub path: String,
+    pub reason: String,
+}
+
 /// The result of [`scan`]: eligible files sorted by relative path.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Scan {
     pub files: Vec<SourceFile>,
     pub stats: ScanStats,
+    /// Files left out for their size or their name, by path.
+    pub skipped: Vec<SkippedFile>,
 }
 
 /// The extension as Python's `PurePath.suffix` (3.14, `os.path.splitext`)
@@ -147,7 +162,7 @@ fn is_git_dir(relative: &str) -> bool {
 /// so an unpacked archive is treated like its clone. The user's global
 /// excludes file is not read: the same folder gives the same records on
 /// every machine.
-fn unignored_files(root: &Path) -> Result<HashSet<String>, IndexError> {
+fn unignored_files(root: &Path) -> Result<HashSet<PathBuf>, IndexError> {
     let walker = ignore::WalkBuilder::new(root)
         .standard_filters(false)
         .git_ignore(true)
@@ -170,9 +185,9 @@ fn unignored_files(root: &Path) -> Result<HashSet<String>, IndexError> {
             Err(e) => return Err(IndexError::Ignore { path: root.to_owned(), message: e.to_string() }),
         };
         if entry.file_type().is_some_and(|t| t.is_file())
-            && let Some(relative) = entry.path().strip_prefix(root).ok().and_then(Path::to_str)
+            && let Ok(relative) = entry.path().strip_prefix(root)
         {
-            kept.insert(relative.replace(std::path::MAIN_SEPARATOR, "/"));
+            kept.insert(relative.to_owned());
         }
     }
     Ok(kept)
@@ -218,14 +233,25 @@ pub fn scan(root: &Path, opts: &SelectionOptions) -> Result<Scan, IndexError> {
                 if is_git_dir(&relative) {
                     continue;
                 }
-                if unignored.as_ref().is_some_and(|kept| !kept.contains(&relative)) {
+                let relative_path = path.strip_prefix(&root).unwrap_or(&path);
+                if unignored.as_ref().is_some_and(|kept| !kept.contains(relative_path)) {
                     result.stats.files_ignored += 1;
+                    continue;
+                }
+                if relative_path.to_str().is_none() {
+                    // A record's path is text: such a file cannot be indexed, and says so.
+                    result.skipped.push(SkippedFile { path: relative, reason: "its name is not valid UTF-8".into() });
                     continue;
                 }
                 let extension = extension_of(&name);
                 if selector.eligible(&relative, &extension) {
-                    if path.strip_prefix(&root).ok().and_then(Path::to_str).is_none() {
-                        return Err(IndexError::NonUtf8Path(path));
+                    if opts.max_file_bytes > 0 {
+                        let size = entry.metadata().map_err(|e| walk_error(&path, e))?.len();
+                        if size > opts.max_file_bytes {
+                            let reason = format!("{size} bytes, over the limit of {} bytes", opts.max_file_bytes);
+                            result.skipped.push(SkippedFile { path: relative, reason });
+                            continue;
+                        }
                     }
                     result.files.push(SourceFile { path, relative_path: relative, extension });
                     result.stats.files_eligible += 1;
@@ -234,6 +260,7 @@ pub fn scan(root: &Path, opts: &SelectionOptions) -> Result<Scan, IndexError> {
         }
     }
     result.files.sort_by(|a, b| a.relative_path.cmp(&b.relative_path));
+    result.skipped.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(result)
 }
 

@@ -18,8 +18,6 @@ pub enum IndexError {
     Walk { path: PathBuf, source: std::io::Error },
     #[error("failed while reading the ignore rules under {}: {message}", path.display())]
     Ignore { path: PathBuf, message: String },
-    #[error("eligible file has a name that is not UTF-8: {}", .0.display())]
-    NonUtf8Path(PathBuf),
     #[error("could not read eligible file {path}: {source}")]
     Read { path: String, source: std::io::Error },
     #[error("could not chunk {path}: {source}")]

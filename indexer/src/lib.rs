@@ -62,7 +62,8 @@ pub use chunking::{
 pub use classify::{DecodedFile, Strategy, classify, decode, language_for_extension, normalize_newlines};
 pub use definitions::entity_type_of;
 pub use discovery::{
-    Scan, ScanStats, SelectionOptions, SourceFile, extension_of, normalize_extensions, normalize_patterns, scan,
+    Scan, ScanStats, SelectionOptions, SkippedFile, SourceFile, extension_of, normalize_extensions, normalize_patterns,
+    scan,
 };
 pub use error::IndexError;
 pub use identity::{Identity, chunking_record_id, document_id, namespace_id, record_id, sha256_hex};

@@ -225,6 +225,7 @@ pub struct BuildStream {
     paths: Vec<String>,
     delivered: usize,
     stats: BuildStats,
+    skipped: Vec<crate::SkippedFile>,
 }
 
 impl std::fmt::Debug for BuildStream {
@@ -252,6 +253,11 @@ impl BuildStream {
     /// [`BuildStream::next_group`] has returned `None`).
     pub fn stats(&self) -> BuildStats {
         self.stats
+    }
+
+    /// The files the scan left out for their size or name.
+    pub fn skipped(&self) -> &[crate::SkippedFile] {
+        &self.skipped
     }
 
     /// The next files, or `None` when every file was delivered. A file that
@@ -327,6 +333,7 @@ pub fn build_stream_known(
         files_ignored: scan.stats.files_ignored,
         ..BuildStats::default()
     };
+    let skipped = scan.skipped;
     let paths: Vec<String> = scan.files.iter().map(|f| f.relative_path.clone()).collect();
     let mut order: Vec<(String, usize)> =
         paths.iter().enumerate().map(|(position, path)| (crate::identity::sha256_hex(path), position)).collect();
@@ -351,7 +358,7 @@ pub fn build_stream_known(
             }
         })
         .map_err(IndexError::Worker)?;
-    Ok(BuildStream { receiver, worker: Some(worker), paths, delivered: 0, stats })
+    Ok(BuildStream { receiver, worker: Some(worker), paths, delivered: 0, stats, skipped })
 }
 
 /// The records of every eligible text file under `root`, sorted by path then

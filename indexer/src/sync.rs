@@ -165,6 +165,11 @@ pub struct SyncSummary {
     pub files_indexed: usize,
     pub files_other_skipped: usize,
     pub files_scanned: usize,
+    /// Files the selection would index but that were left out (too large, a
+    /// name that is not UTF-8), each with why; a key the reference's summary
+    /// does not have, written only when there is one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files_skipped: Vec<crate::SkippedFile>,
     /// Eligible files not chunked again because the store holds their
     /// records for the same text and chunking; a key the reference's
     /// summary does not have.
@@ -195,9 +200,15 @@ impl SyncSummary {
         self
     }
 
+    /// Sets the files the scan left out.
+    pub fn with_skipped(mut self, skipped: &[crate::SkippedFile]) -> Self {
+        self.files_skipped = skipped.to_vec();
+        self
+    }
+
     /// The summary as one line of JSON, keys sorted.
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).expect("the summary holds only strings, integers and booleans")
+        serde_json::to_string(self).expect("the summary holds only strings, integers, booleans and lists of them")
     }
 }
 

@@ -190,3 +190,43 @@ fn ignore_files_apply_without_git_too() {
     let opts = SelectionOptions { respect_ignore: true, ..SelectionOptions::default() };
     assert_eq!(relative_paths(dir.path(), &opts), [".gitignore", "src/lib.rs"]);
 }
+
+#[test]
+fn a_file_over_the_size_limit_is_skipped_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "src/lib.rs", "pub fn f() {}\n");
+    write(dir.path(), "data/huge.txt", &"x".repeat(2048));
+    write(dir.path(), "data/edge.txt", &"x".repeat(1024));
+    let opts = SelectionOptions { max_file_bytes: 1024, ..SelectionOptions::default() };
+    let result = scan(dir.path(), &opts).unwrap();
+    let paths: Vec<&str> = result.files.iter().map(|f| f.relative_path.as_str()).collect();
+    assert_eq!(paths, ["data/edge.txt", "src/lib.rs"]);
+    assert_eq!(
+        result.skipped,
+        [rr_indexer::SkippedFile {
+            path: "data/huge.txt".into(),
+            reason: "2048 bytes, over the limit of 1024 bytes".into()
+        }]
+    );
+    assert_eq!((result.stats.files_scanned, result.stats.files_eligible), (3, 2));
+    // No limit: the reference's selection.
+    assert_eq!(relative_paths(dir.path(), &SelectionOptions::default()).len(), 3);
+}
+
+#[test]
+fn a_file_whose_name_is_not_utf8_is_skipped_and_named_not_counted_as_ignored() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "src/lib.rs", "pub fn f() {}\n");
+    fs::write(dir.path().join(std::ffi::OsStr::from_bytes(b"caf\xe9.rs")), "pub fn g() {}\n").unwrap();
+    for respect_ignore in [true, false] {
+        let opts = SelectionOptions { respect_ignore, ..SelectionOptions::default() };
+        let result = scan(dir.path(), &opts).expect("the walk goes on");
+        assert_eq!(result.files.len(), 1, "{respect_ignore}");
+        assert_eq!(result.stats.files_ignored, 0, "{respect_ignore}");
+        assert_eq!(
+            result.skipped,
+            [rr_indexer::SkippedFile { path: "caf\u{fffd}.rs".into(), reason: "its name is not valid UTF-8".into() }]
+        );
+    }
+}

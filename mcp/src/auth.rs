@@ -42,9 +42,10 @@ impl Role {
     }
 }
 
-/// A set of tokens and their roles.
+/// A set of tokens and their roles, each with where it was listed (for
+/// the error that names a token listed twice with two roles).
 #[derive(Clone, Default)]
-pub struct Tokens(Vec<([u8; 32], Role)>);
+pub struct Tokens(Vec<([u8; 32], Role, String)>);
 
 impl std::fmt::Debug for Tokens {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,7 +70,9 @@ impl Tokens {
     /// comments ignored. `separators` also split entries (the environment
     /// variable takes commas). `source` names the list in errors.
     pub fn parse(text: &str, source: &str, separators: &[char]) -> Result<Tokens, String> {
-        let mut tokens = Vec::new();
+        let mut tokens = Tokens::default();
+        // A file saved by an editor that writes a byte-order mark is still a token list.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (n, line) in text.lines().enumerate() {
             let line = line.split_once('#').map_or(line, |(before, _)| before);
             for entry in line.split(separators) {
@@ -92,15 +95,33 @@ impl Tokens {
                 if token.len() < MIN_TOKEN_CHARS {
                     return Err(format!("{at}: a token must be at least {MIN_TOKEN_CHARS} characters long"));
                 }
-                tokens.push((digest(token.as_bytes()), role));
+                tokens.push(digest(token.as_bytes()), role, at)?;
             }
         }
-        Ok(Tokens(tokens))
+        Ok(tokens)
     }
 
-    /// Adds the tokens of `other`.
-    pub fn extend(&mut self, other: Tokens) {
-        self.0.extend(other.0);
+    /// Adds one token; the same token with another role is refused: which
+    /// of the two was meant cannot be told, and the wider one would win.
+    fn push(&mut self, digest: [u8; 32], role: Role, at: String) -> Result<(), String> {
+        if let Some((_, other, first)) = self.0.iter().find(|(d, _, _)| *d == digest) {
+            if *other != role {
+                return Err(format!(
+                    "{at}: this token is listed before ({first}) with another role; list each token once"
+                ));
+            }
+            return Ok(());
+        }
+        self.0.push((digest, role, at));
+        Ok(())
+    }
+
+    /// Adds the tokens of `other`; a token both list with different roles is refused.
+    pub fn extend(&mut self, other: Tokens) -> Result<(), String> {
+        for (digest, role, at) in other.0 {
+            self.push(digest, role, at)?;
+        }
+        Ok(())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -111,12 +132,12 @@ impl Tokens {
         self.0.len()
     }
 
-    /// The role of `presented`, compared with every token in constant time;
-    /// when a token is listed twice, the wider role.
+    /// The role of `presented`, compared with every token in constant time
+    /// (a token is listed once, with one role).
     pub fn role(&self, presented: &str) -> Option<Role> {
         let presented = digest(presented.as_bytes());
         let (mut read, mut admin) = (subtle::Choice::from(0), subtle::Choice::from(0));
-        for (token, role) in &self.0 {
+        for (token, role, _) in &self.0 {
             let equal = token.ct_eq(&presented);
             match role {
                 Role::ReadOnly => read |= equal,
@@ -224,8 +245,10 @@ impl Access {
                 message: "Unauthorized: a bearer token is required (Authorization: Bearer <token>)",
             });
         };
+        // RFC 9110 separates the scheme from its credentials by spaces, and
+        // clients put tabs there too: any run of either.
         let presented = std::str::from_utf8(authorization).ok().and_then(|value| {
-            let (scheme, token) = value.trim().split_once(' ')?;
+            let (scheme, token) = value.trim().split_once([' ', '\t'])?;
             scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
         });
         match presented.and_then(|token| tokens.role(token)) {
@@ -292,6 +315,40 @@ mod tests {
             assert!(error.starts_with(expected), "{error}");
             assert!(!error.contains("secret-secret") && !error.contains("short"), "{error}");
         }
+    }
+
+    #[test]
+    fn a_token_listed_twice_with_two_roles_is_refused() {
+        for text in [format!("{ADMIN} admin\n{ADMIN} read-only\n"), format!("{ADMIN} read-only\n{ADMIN} admin\n")] {
+            let error = Tokens::parse(&text, "tokens.txt", &[]).unwrap_err();
+            assert_eq!(
+                error,
+                "tokens.txt, line 2: this token is listed before (tokens.txt, line 1) with another role; list each \
+                 token once"
+            );
+        }
+        // Across the file and the environment too.
+        let mut tokens = Tokens::parse(&format!("{ADMIN} read-only"), "tokens.txt", &[]).unwrap();
+        let env = Tokens::parse(&format!("{READER},{ADMIN} admin"), TOKENS_ENV, &[',']).unwrap();
+        let error = tokens.extend(env).unwrap_err();
+        assert!(error.starts_with("REPO_RETRIEVER_TOKENS, line 1: this token is listed before (tokens.txt, line 1)"));
+        assert!(!error.contains(ADMIN), "{error}");
+        // The same role twice is only a repetition.
+        let twice = Tokens::parse(&format!("{ADMIN} admin\n{ADMIN} admin"), "tokens.txt", &[]).unwrap();
+        assert_eq!((twice.len(), twice.role(ADMIN)), (1, Some(Role::Admin)));
+    }
+
+    #[test]
+    fn a_token_file_may_start_with_a_byte_order_mark() {
+        let tokens = Tokens::parse(&format!("\u{feff}{ADMIN} admin\n"), "tokens.txt", &[]).unwrap();
+        assert_eq!(tokens.role(ADMIN), Some(Role::Admin));
+    }
+
+    #[test]
+    fn a_tab_may_separate_bearer_from_the_token() {
+        let access = Access { tokens: Some(tokens()), origins: Origins::default() };
+        assert_eq!(access.check(None, Some(format!("Bearer\t{ADMIN}").as_bytes())), Ok(Some(Role::Admin)));
+        assert_eq!(access.check(None, Some(format!("Bearer \t {READER}").as_bytes())), Ok(Some(Role::ReadOnly)));
     }
 
     #[test]

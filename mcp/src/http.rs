@@ -222,8 +222,20 @@ impl App {
         let uri = request.uri().clone();
         let slot = ToolLogSlot::default();
         let reply = if uri.path() == "/mcp" {
-            request.extensions_mut().insert(slot.clone());
-            self.endpoint(request, connection).await
+            let cors = self.cors_origin(request.headers());
+            let preflight =
+                method == Method::OPTIONS && request.headers().contains_key(header::ACCESS_CONTROL_REQUEST_METHOD);
+            let mut reply = match (&cors, preflight) {
+                (Some(_), true) => host_guard(&request, connection).unwrap_or_else(preflight_reply),
+                _ => {
+                    request.extensions_mut().insert(slot.clone());
+                    self.endpoint(request, connection).await
+                }
+            };
+            if let Some(origin) = cors {
+                allow_origin(&mut reply, origin);
+            }
+            reply
         } else if let Some(telemetry) = &self.0.telemetry
             && let Some(reply) =
                 status_reply(&method, uri.path(), request.headers(), telemetry, self.0.access.as_deref()).await
@@ -234,6 +246,16 @@ impl App {
         };
         log_request(started, &method, &uri, &reply, slot.take());
         reply
+    }
+
+    /// The `Origin` of a browser's request to `serve` when the operator
+    /// allows it (a loopback origin, or one `--allow-origin` lists): the
+    /// answer then carries CORS headers, so that the browser lets the page
+    /// read it. The drop-in sends none, as the reference.
+    fn cors_origin(&self, headers: &http::HeaderMap) -> Option<HeaderValue> {
+        let access = self.0.access.as_ref()?;
+        let origin = headers.get(header::ORIGIN)?;
+        origin.to_str().is_ok_and(|o| access.origins.allows(o)).then(|| origin.clone())
     }
 
     /// The checks of `/mcp`, in order: Host guard, origin and token, body,
@@ -384,8 +406,13 @@ async fn status_reply(
 }
 
 /// Serves `/healthz`, `/readyz` and `/metrics` alone (`serve --metrics` of a
-/// stdio server), until the process ends.
-pub async fn serve_status(listener: TcpListener, telemetry: Telemetry) -> std::io::Result<()> {
+/// stdio server), until the process ends; `/metrics` needs a token of
+/// `access` when it has any.
+pub async fn serve_status(
+    listener: TcpListener,
+    telemetry: Telemetry,
+    access: Option<Arc<Access>>,
+) -> std::io::Result<()> {
     let timer = CoarseTimer::start();
     loop {
         let (stream, _) = match listener.accept().await {
@@ -397,13 +424,16 @@ pub async fn serve_status(listener: TcpListener, telemetry: Telemetry) -> std::i
             }
         };
         let telemetry = telemetry.clone();
+        let access = access.clone();
         let timer = timer.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request: http::Request<hyper::body::Incoming>| {
                 let telemetry = telemetry.clone();
+                let access = access.clone();
                 async move {
                     let (method, path) = (request.method(), request.uri().path());
-                    let reply = match status_reply(method, path, request.headers(), &telemetry, None).await {
+                    let headers = request.headers();
+                    let reply = match status_reply(method, path, headers, &telemetry, access.as_deref()).await {
                         Some(reply) => reply,
                         None => plain(StatusCode::NOT_FOUND, "404 page not found"),
                     };
@@ -442,6 +472,34 @@ async fn buffered<B: HttpBody<Data = Bytes>>(response: http::Response<B>) -> Rep
     let (parts, body) = response.into_parts();
     let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
     http::Response::from_parts(parts, bytes)
+}
+
+/// The request headers a page may send to `/mcp`: the token, the body's
+/// type and the headers of the Streamable HTTP transport.
+const CORS_ALLOW_HEADERS: &str =
+    "authorization, content-type, accept, mcp-protocol-version, mcp-session-id, last-event-id";
+
+/// The answer to a CORS preflight (`OPTIONS` with
+/// `Access-Control-Request-Method`) from an allowed origin: answered
+/// before the token check, since a browser sends no token with it.
+fn preflight_reply() -> Reply {
+    let mut response = http::Response::new(Bytes::new());
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    let headers = response.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, DELETE, OPTIONS"));
+    headers.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static(CORS_ALLOW_HEADERS));
+    headers.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
+    response
+}
+
+/// CORS headers on an answer to an allowed `origin`, refusals included (a
+/// page can then tell a 401 from a network error). The origin is named
+/// rather than `*`, and caches told that the answer depends on it.
+fn allow_origin(reply: &mut Reply, origin: HeaderValue) {
+    let headers = reply.headers_mut();
+    headers.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+    headers.insert(header::ACCESS_CONTROL_EXPOSE_HEADERS, HeaderValue::from_static("mcp-session-id, www-authenticate"));
+    headers.append(header::VARY, HeaderValue::from_static("Origin"));
 }
 
 /// A plain-text error as Go's `http.Error` writes it.

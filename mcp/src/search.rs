@@ -110,14 +110,16 @@ pub fn definition_with(facets: &dyn SearchFacets) -> Tool {
     tool
 }
 
-/// Checks `args`' `language` and `kind` against what `facets` holds: an
-/// unknown value gets an error that lists the valid ones.
-pub fn check_facets(args: &SearchArgs, facets: &dyn SearchFacets) -> Result<(), String> {
-    for (what, plural, value, valid) in [
-        ("language", "languages", args.language.trim(), facets.languages()),
-        ("kind", "kinds", args.kind.trim(), facets.kinds()),
-    ] {
-        if !value.is_empty() && !valid.iter().any(|v| v == value) {
+/// Checks a `language` and a `kind`, each `None` when not given, against
+/// what `facets` holds: a value given must be one of them exactly (`""`
+/// and `"go\n"` are no language), else the error lists the valid ones.
+pub fn check_facets(language: Option<&str>, kind: Option<&str>, facets: &dyn SearchFacets) -> Result<(), String> {
+    for (what, plural, value, valid) in
+        [("language", "languages", language, facets.languages()), ("kind", "kinds", kind, facets.kinds())]
+    {
+        if let Some(value) = value
+            && !valid.iter().any(|v| v == value)
+        {
             let list = if valid.is_empty() { "none, the index is empty".to_owned() } else { valid.join(", ") };
             return Err(format!("unknown {what} {}; valid {plural}: {list}", quote(&shown(value))));
         }
@@ -159,6 +161,22 @@ pub struct ToolOutcome {
     pub text: String,
     pub is_error: bool,
     pub log: ToolLog,
+}
+
+/// The answer to a search that did not finish within `deadline` (the
+/// backends are slow or do not answer): a backend failure, as the client
+/// and the log see it.
+pub fn timed_out(args: &SearchArgs, deadline: std::time::Duration) -> ToolOutcome {
+    let text = format!("repository content search failed: the search did not finish within {deadline:?}");
+    let log = ToolLog {
+        tool: TOOL_NAME.into(),
+        parameters: Some(args.normalized()),
+        outcome: "error",
+        error: BACKEND_FAILURE.into(),
+        response_content_bytes: text.len(),
+        ..Default::default()
+    };
+    ToolOutcome { text, is_error: true, log }
 }
 
 /// How a failed search reads to the client.
@@ -299,7 +317,8 @@ pub fn validate_arguments_with(
         kind: text("kind"),
     };
     if let Some(facets) = facets {
-        check_facets(&args, facets)?;
+        let given = |k: &str| obj.get(k).and_then(Value::as_str);
+        check_facets(given("language"), given("kind"), facets)?;
     }
     Ok(args)
 }
@@ -437,6 +456,14 @@ mod tests {
         assert_eq!(
             with_facets(json!({"query":"x","kind":"docs"})).unwrap_err(),
             r#"unknown kind "docs"; valid kinds: source, test"#
+        );
+        for (argument, value) in [("language", ""), ("language", " "), ("language", "rust\n"), ("kind", "")] {
+            let error = with_facets(json!({"query":"x", argument: value})).unwrap_err();
+            assert!(error.starts_with(&format!("unknown {argument} ")), "{value:?}: {error}");
+        }
+        assert_eq!(
+            with_facets(json!({"query":"x","language":""})).unwrap_err(),
+            r#"unknown language ""; valid languages: python, rust"#
         );
         assert_eq!(
             with_facets(json!({"query":"x","kind":7})).unwrap_err(),

@@ -70,6 +70,8 @@ struct Inner {
     errors: ErrorText,
     nav: Option<Arc<dyn Navigation>>,
     log_durations: bool,
+    /// How long a search may take in all, backends' attempts included.
+    deadline: Option<std::time::Duration>,
     /// When set, `search` takes `language` and `kind` (see [`search::SearchFacets`]).
     facets: Option<Arc<dyn search::SearchFacets>>,
     /// `tools/list` order: `search`, then the navigation tools.
@@ -99,6 +101,7 @@ pub struct McpServerBuilder {
     errors: ErrorText,
     nav: Option<Arc<dyn Navigation>>,
     log_durations: bool,
+    deadline: Option<std::time::Duration>,
     facets: Option<Arc<dyn search::SearchFacets>>,
 }
 
@@ -122,6 +125,14 @@ impl McpServerBuilder {
     /// How failed searches read (the reference's wording by default).
     pub fn error_text(mut self, errors: ErrorText) -> Self {
         self.errors = errors;
+        self
+    }
+
+    /// One deadline for each search as a whole, whatever the time-outs and
+    /// attempts of its backends (none by default: the drop-in's searches
+    /// take what the reference's take).
+    pub fn search_deadline(mut self, deadline: std::time::Duration) -> Self {
+        self.deadline = Some(deadline);
         self
     }
 
@@ -166,6 +177,7 @@ impl McpServerBuilder {
                 errors: self.errors,
                 nav: self.nav,
                 log_durations: self.log_durations,
+                deadline: self.deadline,
                 facets: self.facets,
                 tools,
                 router,
@@ -235,6 +247,7 @@ impl McpServer {
             errors: ErrorText::Reference,
             nav: None,
             log_durations: false,
+            deadline: None,
             facets: None,
         }
     }
@@ -279,8 +292,18 @@ impl McpServer {
         let inner = &self.inner;
         // Dropping the search future stops it: its backend requests are
         // aborted and nothing is rendered for a client that has gone.
+        let timed_out = inner.deadline.map(|deadline| (deadline, args.clone()));
+        let search = search::call_with(&inner.engine, args, &ctx, &inner.limits, inner.errors);
+        let search = async {
+            match timed_out {
+                None => search.await,
+                Some((deadline, args)) => {
+                    tokio::time::timeout(deadline, search).await.unwrap_or_else(|_| search::timed_out(&args, deadline))
+                }
+            }
+        };
         let outcome = tokio::select! {
-            outcome = search::call_with(&inner.engine, args, &ctx, &inner.limits, inner.errors) => outcome,
+            outcome = search => outcome,
             _ = context.ct.cancelled() => return Err(cancelled()),
         };
         if outcome.is_error {

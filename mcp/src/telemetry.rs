@@ -155,11 +155,84 @@ impl StoreStatus for SearchProbe {
     }
 }
 
+/// How long a readiness answer is kept: `/readyz` reaches the backends at
+/// most once per interval, however often it is asked.
+pub const READY_INTERVAL: Duration = Duration::from_secs(5);
+
+/// How long `/readyz` waits for a probe before it answers not ready: a
+/// backend that hangs makes the probe slow, not the answer.
+pub const READY_DEADLINE: Duration = Duration::from_millis(1500);
+
+/// What says, at no cost and uncached, whether the server can serve
+/// beyond its backends answering (a watch that cannot watch its folder).
+pub type ReadyGate = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+/// The readiness probe, run at most once at a time and once per interval:
+/// `/readyz` is open to anyone, so it must not be a way to load the
+/// backends. A probe runs on its own task; callers wait for it up to the
+/// deadline, and a probe still running past it is waited for, not repeated.
+struct Readiness {
+    interval: Duration,
+    deadline: Duration,
+    state: Mutex<ProbeState>,
+}
+
+type Answer = Option<Result<(), String>>;
+
+#[derive(Default)]
+struct ProbeState {
+    /// When the last probe started, and what it found.
+    last: Option<(std::time::Instant, Result<(), String>)>,
+    /// The probe running now.
+    running: Option<tokio::sync::watch::Receiver<Answer>>,
+}
+
+impl Readiness {
+    fn new(interval: Duration, deadline: Duration) -> Self {
+        Readiness { interval, deadline, state: Mutex::default() }
+    }
+
+    async fn ready(self: &Arc<Self>, store: &Arc<dyn StoreStatus>) -> Result<(), String> {
+        let mut answer = {
+            let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            // A probe whose task is gone (it panicked) is no longer waited for.
+            if state.running.as_ref().is_some_and(|running| running.has_changed().is_err()) {
+                state.running = None;
+            }
+            match (&state.running, &state.last) {
+                (Some(running), _) => running.clone(),
+                (None, Some((started, result))) if started.elapsed() < self.interval => return result.clone(),
+                (None, _) => {
+                    let (sender, receiver) = tokio::sync::watch::channel(None);
+                    state.running = Some(receiver.clone());
+                    let (this, store) = (self.clone(), store.clone());
+                    tokio::spawn(async move {
+                        let started = std::time::Instant::now();
+                        let result = store.ready().await;
+                        let mut state = this.state.lock().unwrap_or_else(PoisonError::into_inner);
+                        state.last = Some((started, result.clone()));
+                        state.running = None;
+                        let _ = sender.send(Some(result));
+                    });
+                    receiver
+                }
+            }
+        };
+        match tokio::time::timeout(self.deadline, answer.wait_for(Option::is_some)).await {
+            Ok(Ok(result)) => (*result).clone().unwrap_or(Ok(())),
+            Ok(Err(_)) => Err("the readiness probe stopped".into()),
+            Err(_) => Err(format!("the backends did not answer within {} ms", self.deadline.as_millis())),
+        }
+    }
+}
+
 /// The process's recorder and the store to report on.
 #[derive(Clone)]
 pub struct Telemetry {
     handle: PrometheusHandle,
     store: Option<Arc<dyn StoreStatus>>,
+    readiness: Arc<Readiness>,
+    gates: Vec<ReadyGate>,
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -207,7 +280,19 @@ impl Telemetry {
                 Ok(handle)
             })
             .clone()?;
-        Ok(Telemetry { handle, store })
+        Ok(Telemetry {
+            handle,
+            store,
+            readiness: Arc::new(Readiness::new(READY_INTERVAL, READY_DEADLINE)),
+            gates: vec![],
+        })
+    }
+
+    /// Adds a condition `/readyz` checks on every request, before the
+    /// (cached) probe of the store.
+    pub fn gate(mut self, gate: ReadyGate) -> Self {
+        self.gates.push(gate);
+        self
     }
 
     /// The Prometheus text of a scrape, the store's gauges set first.
@@ -224,12 +309,90 @@ impl Telemetry {
         self.handle.render()
     }
 
-    /// `Ok` when the server can answer: the store, and the backends it
-    /// needs, answer.
+    /// `Ok` when the server can answer: every gate passes and the store,
+    /// and the backends it needs, answer (asked at most once per
+    /// [`READY_INTERVAL`], waited for at most [`READY_DEADLINE`]).
     pub async fn ready(&self) -> Result<(), String> {
+        for gate in &self.gates {
+            gate()?;
+        }
         match &self.store {
-            Some(store) => store.ready().await,
+            Some(store) => self.readiness.ready(store).await,
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// A backend that counts its probes and answers after `delay`, or never.
+    struct Counted {
+        probes: AtomicUsize,
+        delay: Option<Duration>,
+    }
+
+    #[async_trait::async_trait]
+    impl StoreStatus for Counted {
+        async fn stats(&self) -> Option<Result<StoreStats, String>> {
+            None
+        }
+        async fn ready(&self) -> Result<(), String> {
+            self.probes.fetch_add(1, Ordering::SeqCst);
+            match self.delay {
+                Some(delay) => tokio::time::sleep(delay).await,
+                None => std::future::pending().await,
+            }
+            Ok(())
+        }
+    }
+
+    fn counted(delay: Option<Duration>) -> (Arc<Counted>, Arc<dyn StoreStatus>) {
+        let counted = Arc::new(Counted { probes: AtomicUsize::new(0), delay });
+        (counted.clone(), counted)
+    }
+
+    #[tokio::test]
+    async fn many_readiness_checks_reach_the_backends_once_per_interval() {
+        let (counted, store) = counted(Some(Duration::from_millis(20)));
+        let readiness = Arc::new(Readiness::new(Duration::from_secs(3600), Duration::from_secs(60)));
+        let checks: Vec<_> = (0..200)
+            .map(|_| {
+                let (readiness, store) = (readiness.clone(), store.clone());
+                tokio::spawn(async move { readiness.ready(&store).await })
+            })
+            .collect();
+        for check in checks {
+            assert_eq!(check.await.unwrap(), Ok(()));
+        }
+        // Asked again within the interval: the answer kept.
+        assert_eq!(readiness.ready(&store).await, Ok(()));
+        assert_eq!(counted.probes.load(Ordering::SeqCst), 1);
+
+        // Once the interval has passed, one probe more.
+        let readiness = Arc::new(Readiness::new(Duration::ZERO, Duration::from_secs(60)));
+        for _ in 0..3 {
+            assert_eq!(readiness.ready(&store).await, Ok(()));
+        }
+        assert_eq!(counted.probes.load(Ordering::SeqCst), 4);
+    }
+
+    #[tokio::test]
+    async fn a_backend_that_never_answers_makes_readiness_fail_not_wait() {
+        let (counted, store) = counted(None);
+        let readiness = Arc::new(Readiness::new(Duration::ZERO, Duration::from_millis(50)));
+        for _ in 0..3 {
+            assert_eq!(readiness.ready(&store).await, Err("the backends did not answer within 50 ms".into()));
+        }
+        // The probe still running is waited for, never started again beside it.
+        assert_eq!(counted.probes.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_gate_that_fails_makes_the_server_not_ready() {
+        let telemetry = Telemetry::install(None).unwrap().gate(Arc::new(|| Err("the watched folder is gone".into())));
+        assert_eq!(telemetry.ready().await, Err("the watched folder is gone".into()));
     }
 }

@@ -52,6 +52,7 @@ pub async fn index_chunked(
         root: root.to_path_buf(),
         store: store.to_path_buf(),
         chroma: None,
+        lexical_index: false,
         chunking,
         identity: rr_indexer::Identity {
             organization: org.into(),

@@ -85,6 +85,7 @@ fn main() {
             root: src.path().to_path_buf(),
             store: store.path().to_path_buf(),
             chroma: None,
+            lexical_index: false,
             chunking: None,
             identity: rr_indexer::Identity {
                 organization: "bench".into(),

@@ -60,6 +60,32 @@ pub fn chroma_store(config: &Config, http: HttpClient) -> ChromaStore {
     )
 }
 
+/// The engine over the configured Chroma collection with the lexical index
+/// at `dir` beside it ([`rr_engine::beside`]): hybrid retrieval, the head
+/// read again and the code ranking, queries embedded by the index's
+/// embedder; the configuration's reranker, if any, reorders the candidates.
+pub fn build_engine_beside(config: &Config, dir: &std::path::Path) -> Result<SearchEngine, String> {
+    let http = http_client(config).map_err(|e| e.to_string())?;
+    let reranker = reranker(config, &http);
+    let store = Arc::new(chroma_store(config, http));
+    rr_engine::local::engine_beside(store, dir, reranker).map_err(|e| e.to_string())
+}
+
+/// The configured OpenAI-compatible reranker, if reranking is on.
+fn reranker(config: &Config, http: &HttpClient) -> Option<Arc<dyn Reranker>> {
+    config.reranking_enabled().then(|| {
+        let reranker = OpenAiReranker::new(
+            OpenAiRerankerConfig {
+                api_url: config.rerank_api_url.clone(),
+                model: config.rerank_model.clone(),
+                api_key: non_empty(&config.rerank_api_key),
+            },
+            http.clone(),
+        );
+        Arc::new(reranker) as Arc<dyn Reranker>
+    })
+}
+
 /// The drop-in's engine: the configured Chroma collection, the
 /// OpenAI-compatible embedder and, when configured, the OpenAI-compatible
 /// reranker, on one HTTP client (the configured attempts and timeout, every
@@ -74,17 +100,7 @@ pub fn build_engine(config: &Config) -> Result<SearchEngine, String> {
         },
         http.clone(),
     );
-    let reranker = config.reranking_enabled().then(|| {
-        let reranker = OpenAiReranker::new(
-            OpenAiRerankerConfig {
-                api_url: config.rerank_api_url.clone(),
-                model: config.rerank_model.clone(),
-                api_key: non_empty(&config.rerank_api_key),
-            },
-            http.clone(),
-        );
-        Arc::new(reranker) as Arc<dyn Reranker>
-    });
+    let reranker = reranker(config, &http);
     let settings = EngineSettings {
         rerank: RerankOptions {
             candidate_multiplier: config.rerank_candidate_multiplier as usize,

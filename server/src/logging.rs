@@ -7,19 +7,23 @@
 //! rmcp a whole tool result with each answer; none of that helps an operator
 //! find out why a search failed. So they speak only at WARN unless `RUST_LOG`
 //! asks for more, and `--debug` turns on this server's own lines (one per
-//! backend request, retry and failure) and nothing of theirs.
+//! backend request, retry and failure) and nothing of theirs. rmcp's
+//! service speaks only at ERROR: it warns of every JSON-RPC error it
+//! answers (an unknown tool, invalid arguments), which is the client's
+//! mistake, already in the client's answer, and would fill a stdio
+//! client's log with a line per call.
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
 
 /// What is logged when neither `--debug` nor `RUST_LOG` says otherwise:
 /// warnings and errors, of every crate.
-pub const QUIET: &str = "warn";
+pub const QUIET: &str = "warn,rmcp::service=error";
 
 /// `--debug`: this server's crates at DEBUG, everything else at WARN. A
 /// target directive matches every target that starts with it, so `rr_`
 /// covers each `rr-*` library.
-pub const DEBUG: &str = "warn,repo_retriever=debug,rr_=debug";
+pub const DEBUG: &str = "warn,rmcp::service=error,repo_retriever=debug,rr_=debug";
 
 /// `serve --watch`: one line per update of the followed checkout.
 const WATCH: &str = "rr_engine::watch=info";

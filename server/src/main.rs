@@ -14,11 +14,22 @@ use rr_mcp::{McpServer, http, stdio};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The variables of `serve --http`'s bearer tokens, which the drop-in does not read.
+const TOKEN_VARIABLES: [&str; 2] = [rr_mcp::auth::TOKENS_ENV, "REPO_RETRIEVER_TOKEN_FILE"];
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().is_some_and(|a| cli::SUBCOMMANDS.contains(&a.as_str())) {
+    let args_os: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    // A subcommand's arguments are clap's to read: a path may be any bytes.
+    if args_os.first().and_then(|a| a.to_str()).is_some_and(|a| cli::SUBCOMMANDS.contains(&a)) {
         return run_subcommand();
     }
+    let args: Vec<String> = match args_os.into_iter().map(std::ffi::OsString::into_string).collect() {
+        Ok(args) => args,
+        Err(bad) => {
+            eprintln!("invalid argument {:?}: not valid UTF-8", bad.to_string_lossy());
+            return ExitCode::from(2);
+        }
+    };
     let env = |name: &str| std::env::var(name).ok();
     let config = match config::resolve(&args, &env) {
         Ok(Invocation::Serve(config)) => config,
@@ -36,6 +47,12 @@ fn main() -> ExitCode {
         }
     };
     Logging { debug: config.debug, watch: false }.init();
+    for name in TOKEN_VARIABLES.iter().filter(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty())) {
+        tracing::warn!(
+            "{name} is ignored: the drop-in server (no subcommand) checks no bearer token and passes the \
+             client's Authorization on to Chroma; `repo-retriever serve --http` reads it"
+        );
+    }
     if config.debug {
         tracing::debug!("Debug mode enabled.");
     }

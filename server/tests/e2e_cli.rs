@@ -145,6 +145,62 @@ async fn unknown_flag_exits_2_with_usage() {
     assert!(err.contains("Usage: repo-retriever"), "{err}");
 }
 
+/// An argument that is not UTF-8 (a path on a Linux file system may be any bytes) is refused with a
+/// message, never a panic; a subcommand's path argument is read as the path it is.
+#[test]
+fn an_argument_that_is_not_utf8_is_refused_or_read_as_a_path() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let bad = std::ffi::OsStr::from_bytes(b"dir\xff");
+    let out = std::process::Command::new(support::server_bin()).args(["--server-url".as_ref(), bad]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(stderr(&out), "invalid argument \"dir\u{fffd}\": not valid UTF-8\n");
+
+    let work = tempfile::tempdir().unwrap();
+    let dir = work.path().join(bad);
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("lib.rs"), "/// Adds two numbers.\npub fn add(a: i32, b: i32) -> i32 { a + b }\n").unwrap();
+    let store = work.path().join("store");
+    let out = std::process::Command::new(support::server_bin())
+        .arg("index")
+        .arg(&dir)
+        .arg("--store")
+        .arg(&store)
+        .env_remove("REPO_RETRIEVER_STORE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["files_indexed"], 1, "{summary}");
+    // A value clap reads as text is refused by clap, exit 2.
+    let out = std::process::Command::new(support::server_bin())
+        .args(["search".as_ref(), bad, "--store".as_ref(), store.as_os_str()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("UTF-8"), "{}", stderr(&out));
+}
+
+/// The drop-in with backends it never reaches (nothing is searched).
+fn unused_backends() -> Server {
+    Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9")
+}
+
+/// The drop-in checks no token of its own: token settings of `serve --http` in its environment are
+/// named as ignored on stderr rather than silently doing nothing.
+#[tokio::test]
+async fn drop_in_warns_that_it_ignores_serve_token_settings() {
+    for name in ["REPO_RETRIEVER_TOKENS", "REPO_RETRIEVER_TOKEN_FILE"] {
+        let out = unused_backends().env(name, "0123456789abcdef0123456789abcdef admin").output_with_stdin("").await;
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let err = stderr(&out);
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(&format!(" WARN repo_retriever: {name} is ignored: the drop-in server")), "{err}");
+        assert!(!err.contains("0123456789abcdef"), "{err}");
+    }
+    let out = unused_backends().env("REPO_RETRIEVER_TOKENS", "").output_with_stdin("").await;
+    assert_eq!(stderr(&out), "");
+}
+
 fn write_yaml(dir: &tempfile::TempDir, name: &str, text: &str) -> String {
     let path = dir.path().join(name);
     std::fs::write(&path, text).expect("write YAML");

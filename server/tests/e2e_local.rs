@@ -676,6 +676,35 @@ fn index_json(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `index` reads no file over `--max-file-bytes` (1 MiB by default, as `add_repository`): each one
+/// is named in the summary and on stderr.
+#[test]
+fn index_skips_a_file_over_the_size_limit_and_names_it() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("demo");
+    write(&root, "src/lib.rs", "/// Parses the widget configuration.\npub fn parse_widget_config() {}\n");
+    write(&root, "logs/huge.log", &"a line of a very long log\n".repeat(50_000));
+    let store = work.path().join("store");
+    let out = run(&["index", root.to_str().unwrap(), "--store", store.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["files_indexed"], 1, "{summary}");
+    assert_eq!(
+        summary["files_skipped"],
+        json!([{"path": "logs/huge.log", "reason": "1300000 bytes, over the limit of 1048576 bytes"}])
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "skipped logs/huge.log: 1300000 bytes, over the limit of 1048576 bytes\n"
+    );
+    let out = run(&["index", root.to_str().unwrap(), "--store", store.to_str().unwrap(), "--max-file-bytes", "40"]);
+    let summary: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["files_indexed"], 0, "{summary}");
+    let skipped: Vec<&str> =
+        summary["files_skipped"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(skipped, ["logs/huge.log", "src/lib.rs"]);
+}
+
 #[test]
 fn a_built_checkout_is_indexed_without_its_build_output() {
     let work = tempfile::tempdir().unwrap();
@@ -951,6 +980,90 @@ async fn serve_watch_killed_during_an_update_converges_when_started_again() {
     drop(again);
 }
 
+/// The chunk ids and files (path, hash) of one branch's namespace of `local/widgets`.
+fn branch_state(store: &Path, branch: &str) -> (Vec<String>, Vec<(String, String)>) {
+    let embedded = rr_embedded::EmbeddedStore::open(store).unwrap();
+    let namespace = rr_indexer::Identity::new("local", "widgets", branch, "").namespace_id();
+    let mut ids = embedded.ids_in_namespace(&namespace).unwrap();
+    let mut files: Vec<_> =
+        embedded.list_files(&namespace).unwrap().into_iter().map(|f| (f.path, f.file_hash)).collect();
+    ids.sort();
+    files.sort();
+    (ids, files)
+}
+
+/// `/readyz` of a server's `--metrics` address: its status.
+async fn readyz(addr: &str) -> u16 {
+    reqwest::get(format!("http://{addr}/readyz")).await.unwrap().status().as_u16()
+}
+
+/// A watched folder deleted and created again (a re-clone): the watch says not ready while it is
+/// gone, then watches the new folder and indexes it, new files included.
+#[tokio::test]
+async fn serve_watch_follows_a_folder_deleted_and_created_again() {
+    let (work, dir, store) = watched_copy();
+    let addr = format!("127.0.0.1:{}", support::free_port());
+    let mcp = watch_server(&dir, &store).args(["--metrics", &addr]).stdio().await;
+    let initial = fresh_state(&dir);
+    eventually("the catch-up", WATCHED, || async { store_state(&store) == initial }).await;
+    eventually("ready after the catch-up", WATCHED, || async { readyz(&addr).await == 200 }).await;
+
+    let copy = work.path().join("copy");
+    copy_dir(&dir, &copy);
+    std::fs::remove_dir_all(&dir).unwrap();
+    eventually("not ready while the folder is gone", WATCHED, || async { readyz(&addr).await == 503 }).await;
+    copy_dir(&copy, &dir);
+    std::fs::write(dir.join("x.md"), "# x\n\nThe replacedFolderMarker page.\n").unwrap();
+    let wanted = fresh_state(&dir);
+    assert_ne!(wanted, initial);
+    eventually("the new folder indexed", WATCHED, || async { store_state(&store) == wanted }).await;
+    eventually("ready again", WATCHED, || async { readyz(&addr).await == 200 }).await;
+
+    // And it is watched: a later edit is indexed too.
+    std::fs::write(dir.join("y.md"), "# y\n\nAnother page.\n").unwrap();
+    let wanted = fresh_state(&dir);
+    eventually("an edit in the new folder", WATCHED, || async { store_state(&store) == wanted }).await;
+
+    // Replaced at once, between two looks (the new folder may get the old inode number back).
+    std::fs::remove_dir_all(&dir).unwrap();
+    copy_dir(&copy, &dir);
+    let wanted = fresh_state(&dir);
+    eventually("the folder replaced at once", WATCHED, || async { store_state(&store) == wanted }).await;
+    eventually("ready after it", WATCHED, || async { readyz(&addr).await == 200 }).await;
+    std::fs::write(dir.join("z.md"), "# z\n\nA page after the quick replacement.\n").unwrap();
+    let wanted = fresh_state(&dir);
+    eventually("an edit after the quick replacement", WATCHED, || async { store_state(&store) == wanted }).await;
+    drop(mcp);
+}
+
+/// After `git checkout feature` the watched files are indexed as `feature`'s, as a fresh `index`
+/// labels them, not as the branch the watch started on.
+#[tokio::test]
+async fn serve_watch_indexes_a_branch_switch_as_the_new_branch() {
+    let (_work, dir, store) = watched_copy();
+    git(&dir, &["init", "--quiet", "--initial-branch", "main"]);
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "--quiet", "-m", "main"]);
+    git(&dir, &["checkout", "--quiet", "-b", "feature"]);
+    write(&dir, "feature.md", "# Feature\n\nThe featureBranchMarker page.\n");
+    git(&dir, &["add", "."]);
+    git(&dir, &["commit", "--quiet", "-m", "feature"]);
+    git(&dir, &["checkout", "--quiet", "main"]);
+
+    let mcp = watch_server(&dir, &store).stdio().await;
+    let main = fresh_state(&dir);
+    eventually("the catch-up as main", WATCHED, || async { branch_state(&store, "main") == main }).await;
+
+    git(&dir, &["checkout", "--quiet", "feature"]);
+    let feature = fresh_state(&dir);
+    eventually("the switch indexed as feature", WATCHED, || async { branch_state(&store, "feature") == feature }).await;
+    let result = mcp
+        .call_tool("search", json!({"query": "featureBranchMarker", "source": "local/widgets@feature", "limit": 1}))
+        .await;
+    assert!(tool_text(&result).contains("local/widgets@feature"), "{}", tool_text(&result));
+    drop(mcp);
+}
+
 /// Every file under `dir`.
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut files = Vec::new();
@@ -1010,6 +1123,33 @@ async fn serve_search_takes_language_and_kind_among_what_the_index_holds() {
 }
 
 #[tokio::test]
+async fn serve_search_selects_markdown_and_refuses_blank_filters() {
+    let store = tempfile::tempdir().unwrap();
+    index_chunked(&corpus(), store.path(), &[]);
+    let mcp =
+        Server::new().args(["serve", "--tools", "search", "--store", store.path().to_str().unwrap()]).stdio().await;
+    let tools = mcp.list_tools().await;
+    let languages = &tools["tools"][0]["inputSchema"]["properties"]["language"]["enum"];
+    assert!(languages.as_array().unwrap().contains(&json!("markdown")), "{languages}");
+
+    let result = mcp.call_tool("search", json!({"query": "configuration", "language": "markdown", "limit": 3})).await;
+    let files = excerpt_files(tool_text(&result)).into_iter().map(str::to_owned).collect::<Vec<_>>();
+    assert!(!files.is_empty() && files.iter().all(|f| f.split('#').next().unwrap().ends_with(".md")), "{files:?}");
+    let cli = search(store.path(), "configuration", &["--language", "markdown", "--limit", "3"]);
+    assert_eq!(cli, format!("{}\n", tool_text(&result)));
+
+    for (argument, value) in [("language", ""), ("language", " "), ("language", "go\n"), ("kind", ""), ("kind", " ")] {
+        let result = mcp.call_tool("search", json!({"query": "configuration", argument: value})).await;
+        assert!(support::is_error(&result), "{argument}={value:?}");
+        assert!(tool_text(&result).starts_with(&format!("unknown {argument} ")), "{}", tool_text(&result));
+    }
+    let out = run(&["search", "configuration", "--store", store.path().to_str().unwrap(), "--language", ""]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("unknown language \"\"; valid languages: "));
+    drop(mcp);
+}
+
+#[tokio::test]
 async fn serve_watch_keeps_the_navigation_tools_in_step() {
     let (_work, dir, store) = watched_copy();
     let mcp = Server::new()
@@ -1045,5 +1185,51 @@ async fn serve_watch_is_not_woken_by_its_own_reads_nor_by_its_store_inside_the_c
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert_eq!(updates(&mcp), 1, "{}", mcp.stderr());
+    mcp.close().await;
+}
+
+/// `index --chroma-url … --lexical-index DIR` writes potion vectors into a real Chroma and the same
+/// records into the index beside it; `serve --chroma-url … --lexical-index DIR` then answers as the
+/// embedded store answers the same folder (hybrid, the head read again, the code ranking).
+#[tokio::test]
+async fn a_chroma_collection_with_its_lexical_index_answers_as_the_embedded_store() {
+    let f = fixture();
+    let collection = "beside-lexical-index";
+    support::delete_collection(&f.chroma_url, collection).await;
+    let (embedded, index_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    index_chunked(&corpus(), embedded.path(), &[]);
+    let into = ["--chroma-url", &f.chroma_url, "--collection-name", collection];
+    let beside = [&into[..], &["--lexical-index", index_dir.path().to_str().unwrap()]].concat();
+    let first = index_chunked(&corpus(), Path::new("unused"), &beside);
+    assert!(first["chunks_added_or_updated"].as_u64().unwrap() > 80, "{first}");
+    let again = index_chunked(&corpus(), Path::new("unused"), &beside);
+    assert_eq!(again["chunks_added_or_updated"], 0, "{again}");
+    assert!(!Path::new("unused").exists(), "--store is not written with --lexical-index");
+
+    // Without the index, a collection needs the endpoint that makes its vectors.
+    let (code, stderr) =
+        failure(&[&["index", corpus().to_str().unwrap()][..], &into[..], &["--embedder", "potion"]].concat());
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            Some(1),
+            "Error: --embedder chooses the embedder of an embedded store or of a lexical index; with --chroma-url \
+             the vectors come from --embedding-api-url unless --lexical-index is given\n"
+        )
+    );
+
+    let (code, stderr) = failure(&[&["index", corpus().to_str().unwrap()][..], &into[..]].concat());
+    assert_eq!(
+        (code, stderr.as_str()),
+        (Some(1), "Error: a Chroma target needs a collection name, an embedding API URL and an embedding model\n")
+    );
+
+    let serve = [&["serve", "--tools", "search"][..], &beside[..]].concat();
+    let mut mcp = Server::new().args(serve).stdio().await;
+    for query in ["where is the configuration loaded and validated", "widget store", "LoadConfig", "http handler"] {
+        let remote = mcp.call_tool("search", json!({"query": query, "limit": 5})).await;
+        let local = search(embedded.path(), query, &["--limit", "5"]);
+        assert_eq!(local, format!("{}\n", tool_text(&remote)), "query {query:?}");
+    }
     mcp.close().await;
 }

@@ -881,6 +881,20 @@ async fn default_session_writes_nothing_to_stderr() {
     assert_eq!(s.stderr(), "");
 }
 
+/// A call the server answers with a JSON-RPC error (an unknown tool, arguments that do not decode)
+/// is the client's mistake, answered to the client: nothing on stderr.
+#[tokio::test]
+async fn protocol_errors_write_nothing_to_stderr() {
+    let mut s =
+        Server::with_backends("http://127.0.0.1:9", "unused-collection", "http://127.0.0.1:9").raw_stdio().await;
+    s.initialize().await;
+    let id = s.send_request("tools/call", json!({"name": "no_such_tool", "arguments": {}})).await;
+    let answer = s.wait_response(&id).await;
+    assert!(answer.get("error").is_some(), "{answer}");
+    assert!(s.close().await.success());
+    assert_eq!(s.stderr(), "");
+}
+
 /// `--debug` writes one line per backend request, and none of the dependencies' chatter: not
 /// rmcp's session and message lines (a message line carries the whole tool result), not hyper's
 /// or h2's connection lines.

@@ -19,6 +19,7 @@ fn written(directives: &str) -> String {
         tracing::debug!(target: "rr_http::client", "backend request");
         tracing::debug!(target: "repo_retriever::app", "Debug mode enabled.");
         tracing::info!(target: "rr_engine::watch", "watch: updated");
+        tracing::warn!(target: "rmcp::service", "response error");
         tracing::warn!(target: "reqwest::connect", "a dependency's warning");
         tracing::warn!(target: "rr_core::pipeline", "store skipped");
     });
@@ -49,14 +50,14 @@ impl std::io::Write for Sink {
 #[test]
 fn default_logs_only_warnings() {
     let directives = Logging::default().directives(None);
-    assert_eq!(directives, "warn");
+    assert_eq!(directives, "warn,rmcp::service=error");
     assert_eq!(messages(&directives), ["a dependency's warning", "store skipped"]);
 }
 
 #[test]
 fn debug_shows_our_lines_and_only_warnings_of_dependencies() {
     let directives = Logging { debug: true, watch: false }.directives(None);
-    assert_eq!(directives, "warn,repo_retriever=debug,rr_=debug");
+    assert_eq!(directives, "warn,rmcp::service=error,repo_retriever=debug,rr_=debug");
     assert_eq!(
         messages(&directives),
         ["backend request", "Debug mode enabled.", "watch: updated", "a dependency's warning", "store skipped"]
@@ -70,7 +71,7 @@ fn debug_shows_our_lines_and_only_warnings_of_dependencies() {
 #[test]
 fn watch_adds_its_updates_to_the_warnings() {
     let directives = Logging { debug: false, watch: true }.directives(None);
-    assert_eq!(directives, "warn,rr_engine::watch=info");
+    assert_eq!(directives, "warn,rmcp::service=error,rr_engine::watch=info");
     assert_eq!(messages(&directives), ["watch: updated", "a dependency's warning", "store skipped"]);
     assert_eq!(Logging { debug: true, watch: true }.directives(None), DEBUG);
 }
@@ -81,7 +82,7 @@ fn rust_log_overrides_both_modes() {
         assert_eq!(logging.directives(Some("rmcp=info")), "rmcp=info");
         assert_eq!(logging.directives(Some(" h2=debug ")), "h2=debug");
     }
-    assert_eq!(messages("rmcp=info"), ["Service initialized as server"]);
+    assert_eq!(messages("rmcp=info"), ["Service initialized as server", "response error"]);
     assert_eq!(messages("hyper_util=debug,h2=off"), ["pooling idle connection"]);
 }
 

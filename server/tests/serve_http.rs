@@ -158,6 +158,73 @@ async fn a_foreign_origin_is_refused_even_with_a_token() {
     }
 }
 
+/// A browser page on an allowed origin can call the server: its preflight is answered (before the
+/// token, which a browser does not send with it) and every answer names the origin, so the page
+/// may read it; a foreign origin gets neither.
+#[tokio::test]
+async fn an_allowed_origin_gets_cors_answers() {
+    let (dir, tokens) = store_and_tokens();
+    let h = serve(dir.path(), &tokens, &["--allow-origin", "https://ide.example.com"]).await;
+    let preflight = |origin: &str| {
+        reqwest::Client::new()
+            .request(reqwest::Method::OPTIONS, h.url())
+            .header("Origin", origin)
+            .header("Access-Control-Request-Method", "POST")
+            .header("Access-Control-Request-Headers", "authorization, content-type, mcp-protocol-version")
+            .send()
+    };
+    let header = |headers: &reqwest::header::HeaderMap, name: &str| {
+        headers.get(name).map(|v| v.to_str().unwrap().to_owned()).unwrap_or_default()
+    };
+    let answer = preflight("https://ide.example.com").await.unwrap();
+    assert_eq!(answer.status().as_u16(), 204);
+    let headers = answer.headers();
+    assert_eq!(header(headers, "access-control-allow-origin"), "https://ide.example.com");
+    assert!(header(headers, "access-control-allow-methods").contains("POST"));
+    for wanted in ["authorization", "content-type", "mcp-protocol-version"] {
+        assert!(header(headers, "access-control-allow-headers").contains(wanted), "{wanted}");
+    }
+    assert!(header(headers, "vary").contains("Origin"));
+
+    let ping = request(1, "ping", json!({}));
+    let auth = bearer(READER);
+    let origin = ("Origin", "https://ide.example.com");
+    let (status, headers, _) = post(&h, &ping, &[("Authorization", &auth), origin]).await;
+    assert_eq!(status, 200);
+    assert_eq!(header(&headers, "access-control-allow-origin"), "https://ide.example.com");
+    // A refusal too, so that the page sees the 401 rather than a network error.
+    let (status, headers, _) = post(&h, &ping, &[origin]).await;
+    assert_eq!((status, header(&headers, "access-control-allow-origin").as_str()), (401, "https://ide.example.com"));
+
+    let foreign = preflight("https://evil.example.com").await.unwrap();
+    assert_eq!(foreign.status().as_u16(), 403);
+    assert!(foreign.headers().get("access-control-allow-origin").is_none());
+    let (status, headers, _) =
+        post(&h, &ping, &[("Authorization", &auth), ("Origin", "https://evil.example.com")]).await;
+    assert_eq!(status, 403);
+    assert!(headers.get("access-control-allow-origin").is_none());
+
+    // Without tokens (a loopback server) the preflight is answered too.
+    let open = Server::new()
+        .args([
+            "serve",
+            "--store",
+            dir.path().join("store").to_str().unwrap(),
+            "--allow-origin",
+            "https://ide.example.com",
+        ])
+        .http()
+        .await;
+    let answer = reqwest::Client::new()
+        .request(reqwest::Method::OPTIONS, open.url())
+        .header("Origin", "https://ide.example.com")
+        .header("Access-Control-Request-Method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 204);
+}
+
 /// `--http` on an address other than loopback: refused at start-up without tokens, unless
 /// `--allow-unauthenticated`; served with tokens.
 #[tokio::test]
@@ -302,6 +369,101 @@ async fn a_stdio_server_serves_metrics_on_its_own_address() {
     assert_eq!(readyz.status().as_u16(), 200);
     let mcp_path = reqwest::get(format!("{base}/mcp")).await.unwrap();
     assert_eq!(mcp_path.status().as_u16(), 404);
+}
+
+/// `--metrics` follows the rule of `--http`: another address than loopback is refused without
+/// tokens unless `--allow-unauthenticated`, and with tokens a scrape needs one (the probes do not).
+#[tokio::test]
+async fn the_metrics_listener_follows_the_http_rules() {
+    let (dir, tokens) = store_and_tokens();
+    let store = dir.path().join("store");
+    let store = store.to_str().unwrap();
+    let out = Server::new().args(["serve", "--store", store, "--metrics", "0.0.0.0:0"]).output().await;
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("Error: refusing to serve --metrics on 0.0.0.0:")
+            && stderr.contains("--allow-unauthenticated"),
+        "{stderr}"
+    );
+
+    let addr = format!("127.0.0.1:{}", support::free_port());
+    let mcp = Server::new()
+        .args(["serve", "--store", store, "--metrics", &addr, "--token-file", tokens.to_str().unwrap()])
+        .stdio()
+        .await;
+    assert!(!is_error(&mcp.call_tool("search", json!({"query": "widget client"})).await));
+    let base = format!("http://{addr}");
+    let refused = reqwest::get(format!("{base}/metrics")).await.unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    let wrong = reqwest::Client::new().get(format!("{base}/metrics")).bearer_auth("not-a-token-of-this-server");
+    assert_eq!(wrong.send().await.unwrap().status().as_u16(), 401);
+    let scraped = scrape(&base, Some(READER)).await;
+    assert_eq!(value(&scraped, "repo_retriever_tool_calls", &[("tool", "search")]), 1.0);
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(reqwest::get(format!("{base}{probe}")).await.unwrap().status().as_u16(), 200, "{probe}");
+    }
+}
+
+/// `/readyz` is open to anyone, so it is no way to load the backends: however many probes come,
+/// Chroma and the embedding endpoint are asked once per interval (5 s) at most.
+#[tokio::test]
+async fn readiness_reaches_the_backends_once_per_interval() {
+    let f = support::fixture();
+    let h = Server::new()
+        .args(["serve", "--tools", "search", "--chroma-url", &f.chroma_url, "--collection-name", &f.collection])
+        .args(["--embedding-api-url", &f.embed_url, "--embedding-model", support::EMBED_MODEL])
+        .http()
+        .await;
+    let started = std::time::Instant::now();
+    let client = reqwest::Client::new();
+    let probes: Vec<_> = (0..200)
+        .map(|_| {
+            let request = client.get(format!("{}/readyz", h.base_url()));
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                (response.status().as_u16(), response.text().await.unwrap())
+            })
+        })
+        .collect();
+    for probe in probes {
+        assert_eq!(probe.await.unwrap(), (200, "ready\n".to_owned()));
+    }
+    let intervals = started.elapsed().as_secs() / 5 + 1;
+    let scraped = scrape(h.base_url(), None).await;
+    for operation in ["embedding request", "Chroma query"] {
+        let requests = value(&scraped, "repo_retriever_backend_requests", &[("operation", operation)]);
+        assert!(requests >= 1.0 && requests <= intervals as f64, "{operation}: {requests} in {intervals} interval(s)");
+    }
+}
+
+/// A backend that never answers holds a search for the one deadline of `--search-timeout`, not for
+/// the backends' time-out times their attempts.
+#[tokio::test]
+async fn a_search_has_one_deadline_whatever_the_backends_do() {
+    // Accepts connections and never answers: a fault no real server shows on demand.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            open.push(stream);
+        }
+    });
+    let f = support::fixture();
+    let mcp = Server::new()
+        .args(["serve", "--tools", "search", "--chroma-url", &f.chroma_url, "--collection-name", &f.collection])
+        .args(["--embedding-api-url", &silent_url, "--embedding-model", support::EMBED_MODEL])
+        .args(["--search-timeout", "1s"])
+        .stdio()
+        .await;
+    let result = mcp.call_tool("search", json!({"query": "widget client"})).await;
+    assert!(is_error(&result), "{result}");
+    assert_eq!(tool_text(&result), "repository content search failed: the search did not finish within 1s");
+    held.abort();
+
+    let out = Server::new().args(["serve", "--search-timeout", "0s"]).output().await;
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "Error: --search-timeout must be more than 0\n");
 }
 
 /// `serve --chroma-url` over HTTP: every backend call counts, by operation, with its retries,

@@ -60,7 +60,8 @@ pub(crate) struct GroupKey {
     pub source_line: String,
     /// The class of the file's path, for [`SearchFilter::kinds`].
     pub kind: PathClass,
-    /// The chunks' `language` metadata, for [`SearchFilter::languages`].
+    /// The chunks' language as filters read it ([`rr_core::filter::filter_language`]), for
+    /// [`SearchFilter::languages`].
     pub language: String,
 }
 

@@ -69,28 +69,19 @@
 //! of several words are matched by FTS5 (the index keeps no positions).
 //! `lexical.rs` holds FTS5's own scan, the reference the tests and the
 //! bench compare the index with.
-//! [`EmbeddedStore::hybrid_search_with`] fuses the vector and lexical rankings by
-//! weighted reciprocal-rank fusion ([`rr_core::retrieval`]): each list is
-//! taken to depth `max(k, depth)` and a chunk scores
-//! `Σ weight / (rrf_k + rank)` over the lists it appears in (rank from 1),
-//! so a chunk both rankings like beats one only a single ranking loves;
-//! then, for a query of several words, the best lexical rows that hold it
-//! verbatim come first ([`rr_core::retrieval::promote_verbatim`]); then the
-//! first [`HybridOptions::rerank`] after them are ordered again by how much
-//! of the query each holds, in its names and its code (`evidence.rs`). It
-//! runs on one snapshot and reads only the `max(k, rerank)` fused documents
-//! (and the best lexical rows' for the verbatim test), which is why
-//! the store fuses itself ([`LexicalStore::hybrid_query`]) rather than
-//! letting the pipeline fuse two full answers. Through the core traits the
-//! store is a [`LexicalStore`], so the `lexical` and `hybrid` retrieval
-//! modes reach these methods.
+//! Ranking belongs to the engine: the store answers what a store knows —
+//! nearest neighbours ([`VectorStore::query`]), the lexical ranking
+//! ([`LexicalStore::lexical_query`]), the document frequencies of index
+//! tokens ([`LexicalStore::term_statistics`]) and the chunks of the files a
+//! query names ([`LexicalStore::named_files`]) — and the engine fuses them
+//! ([`rr_core::retrieval::hybrid`]) as it does over every other store.
+//! [`EmbeddedStore::hybrid_search_with`] runs that same chain in one call.
 //!
 //! The public methods are blocking (SQLite and a CPU scan); the trait
 //! implementations run them on tokio's blocking pool. From async code, clone
 //! the store (cheap, it is an `Arc`) into `spawn_blocking` to call the others.
 
 mod error;
-mod evidence;
 mod fts;
 mod index;
 mod lexical;
@@ -112,8 +103,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rr_core::retrieval::{HybridOptions, LexicalQuery, LexicalStore};
+use rr_core::traits::TermStatistics;
 use rr_core::{
-    BackendError, CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, PathClass, SearchFilter,
+    BackendError, CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, PathClass, Query, SearchFilter,
     VectorQuery, VectorStore,
 };
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
@@ -511,14 +503,9 @@ impl EmbeddedStore {
         self.hybrid_search_with(query, embedding, filter, k, &HybridOptions::default())
     }
 
-    /// Vector and lexical rankings fused by weighted reciprocal-rank fusion
-    /// (see the crate docs): the best lexical rows that hold a query of
-    /// several words verbatim first, then by fused score, as
-    /// [`rr_core::retrieval::fuse_hybrid`] of the two rankings orders them;
-    /// then the first `options.rerank` after the verbatim rows by the
-    /// evidence of the query's terms in them (0 keeps the fused order).
-    /// `distance` is the negated fused score, so after that second look it
-    /// need not grow down the list.
+    /// The hybrid ranking of the engine ([`rr_core::retrieval::hybrid`])
+    /// over this store's vector and lexical rankings, each read to
+    /// `options.depth`, and its term statistics.
     pub fn hybrid_search_with(
         &self,
         query: &str,
@@ -543,81 +530,31 @@ impl EmbeddedStore {
         plan: LexicalPlan,
     ) -> Result<Vec<Candidate>, EmbeddedError> {
         let depth = k.max(options.depth);
-        let view = self.view()?;
-        let (vector, lexical) = match plan {
-            // The in-memory ranking takes a fraction of the scan's time, less
-            // than handing the scan to another thread costs on a busy machine.
-            LexicalPlan::Index => {
-                let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth, plan);
-                (view.vector_hits(&self.inner.reader, embedding, filter, depth), lexical)
-            }
-            // FTS5's plan is mostly SQLite, the scan CPU in Rust: side by side
-            // on the same snapshot. The lexical ranking holds the reader only
-            // while it runs (the guard is a temporary), so the scan's exact
-            // rescore can take it afterwards instead of waiting forever.
-            LexicalPlan::Fts5 => std::thread::scope(|scope| {
-                let vector = scope.spawn(|| view.vector_hits(&self.inner.reader, embedding, filter, depth));
-                let lexical = view.lexical_hits(&mut self.reader(), query, filter, depth, plan);
-                (vector.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), lexical)
-            }),
+        let query = Query::new(query);
+        let dense = self.search(embedding, filter, depth)?;
+        let lexical = self.lexical_search_planned(&query.text, filter, depth, plan)?;
+        let statistics = match rr_core::retrieval::reads_head_again(&query, options) {
+            true => Some(self.term_statistics_planned(&query.lookup_tokens(), plan)?),
+            false => None,
         };
-        let (vector, lexical) = (vector?, lexical?);
-        let mut fused = hybrid_fusion(&vector, &lexical, options, usize::MAX);
+        Ok(rr_core::retrieval::hybrid(&query, dense, lexical, options, k, statistics.as_ref()))
+    }
+
+    /// How many chunks hold each of `tokens`, and how many chunks there are
+    /// ([`LexicalStore::term_statistics`]).
+    pub fn term_statistics(&self, tokens: &[String]) -> Result<TermStatistics, EmbeddedError> {
+        self.term_statistics_planned(tokens, LexicalPlan::Index)
+    }
+
+    fn term_statistics_planned(&self, tokens: &[String], plan: LexicalPlan) -> Result<TermStatistics, EmbeddedError> {
+        let view = self.view()?;
         let mut reader = self.reader();
-        // Chunks already read, for the verbatim test: the answer reuses them.
-        let mut read: HashMap<i64, Candidate> = HashMap::new();
-        let mut promoted = 0;
-        if let Some(phrase) = rr_core::retrieval::verbatim_phrase(query) {
-            let best = &lexical[..lexical.len().min(rr_core::retrieval::VERBATIM_DEPTH)];
-            let rows = view.fetch_rows(&reader, best)?;
-            // The fused entries of the verbatim rows, in the lexical order;
-            // every lexical row is among the fused.
-            let verbatim: Vec<(i64, f64)> = rows
-                .iter()
-                .filter(|(_, c)| rr_core::retrieval::contains_verbatim(&c.chunk.document, &phrase))
-                .filter_map(|(pk, _)| fused.iter().find(|h| h.0 == *pk).copied())
-                .collect();
-            promoted = verbatim.len();
-            fused = rr_core::retrieval::promote_verbatim(fused, &verbatim);
-            read.extend(rows);
-        }
-        // The verbatim rows keep their lead; the head after them is read
-        // again for the query's terms (`evidence.rs`), then cut to k.
-        let head = fused.len().min(k.max(promoted.saturating_add(options.rerank)));
-        fused.truncate(head);
-        let unread: Vec<(i64, f64)> = fused.iter().filter(|(pk, _)| !read.contains_key(pk)).copied().collect();
-        read.extend(view.fetch_rows(&reader, &unread)?);
-        if options.rerank > 1 && fused.len() > promoted + 1 {
-            let terms = evidence::query_terms(query);
-            if !terms.is_empty() {
-                let rows = view.index.len() as u64;
-                let terms = evidence::weigh(terms, rows, |token| reader.token_frequency(token, view.changes, plan))
-                    .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?;
-                let tail = &mut fused[promoted..];
-                let end = tail.len().min(options.rerank);
-                let mut matcher = evidence::Matcher::new(&terms);
-                let evidence: Vec<evidence::Evidence> = tail[..end]
-                    .iter()
-                    .map(|(pk, _)| {
-                        read.get(pk).map_or_else(evidence::Evidence::default, |c| {
-                            matcher.of(&c.chunk.document, &c.chunk.metadata)
-                        })
-                    })
-                    .collect();
-                let reordered: Vec<(i64, f64)> = evidence::order(&evidence).into_iter().map(|i| tail[i]).collect();
-                tail[..end].copy_from_slice(&reordered);
-            }
-        }
-        fused.truncate(k);
-        Ok(fused
-            .into_iter()
-            .filter_map(|(pk, distance)| {
-                read.remove(&pk).map(|mut c| {
-                    c.distance = Some(distance);
-                    c
-                })
-            })
-            .collect())
+        let frequencies = tokens
+            .iter()
+            .map(|token| reader.token_frequency(token, view.changes, plan))
+            .collect::<rusqlite::Result<Vec<u64>>>()
+            .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?;
+        Ok(TermStatistics { rows: view.index.len() as u64, frequencies })
     }
 
     /// The chunks of each language and each kind of file among those that
@@ -630,15 +567,15 @@ impl EmbeddedStore {
     /// The chunks of the files `query` names by their file names (see
     /// [`rr_core::code_rank::names_file`]) that pass `filter`, in file
     /// order, the most strongly named file first.
-    pub fn named_files(&self, query: &str, filter: &SearchFilter) -> Result<Vec<Candidate>, EmbeddedError> {
-        let shape = rr_core::code_rank::QueryShape::of(query);
+    pub fn named_files(&self, query: &Query, filter: &SearchFilter) -> Result<Vec<Candidate>, EmbeddedError> {
+        let shape = &query.shape;
         let view = self.view()?;
         let mask = view.index.mask(filter);
         let rows = view.index.named_rows(
             &mask,
             rr_core::code_rank::NAMED_FILES,
             rr_core::code_rank::CHUNKS_PER_NAMED_FILE,
-            |path| rr_core::code_rank::names_file(&shape, path),
+            |path| rr_core::code_rank::names_file(shape, path),
         );
         let hits: Vec<(i64, f64)> = rows.into_iter().map(|pk| (pk, 0.0)).collect();
         // Rows come file by file; within a file, in line order.
@@ -791,7 +728,7 @@ impl EmbeddedStore {
                     branch: m.branch.clone(),
                     source_line: line.to_owned(),
                     kind: PathClass::of(&m.path),
-                    language: m.language.clone(),
+                    language: rr_core::filter::filter_language(&m.language, &m.file_type).to_owned(),
                 };
                 written.push((pk, key, &record.embedding));
             }
@@ -1338,29 +1275,22 @@ impl LexicalStore for EmbeddedStore {
         self.blocking(QUERY_OPERATION, move |s| s.lexical_search(&query.text, &query.filter, query.n_results)).await
     }
 
-    async fn hybrid_query(
+    async fn term_statistics(
         &self,
-        query: &LexicalQuery,
-        embedding: &[f32],
-        options: &HybridOptions,
+        tokens: &[String],
         _ctx: &CallContext,
-    ) -> Option<Result<Vec<Candidate>, BackendError>> {
-        let (query, embedding, options) = (query.clone(), embedding.to_vec(), *options);
-        Some(
-            self.blocking(QUERY_OPERATION, move |s| {
-                s.hybrid_search_with(&query.text, &embedding, &query.filter, query.n_results, &options)
-            })
-            .await,
-        )
+    ) -> Result<Option<TermStatistics>, BackendError> {
+        let tokens = tokens.to_vec();
+        self.blocking(QUERY_OPERATION, move |s| s.term_statistics(&tokens).map(Some)).await
     }
 
     async fn named_files(
         &self,
-        query: &str,
+        query: &Query,
         filter: &SearchFilter,
         _ctx: &CallContext,
     ) -> Result<Vec<Candidate>, BackendError> {
-        let (query, filter) = (query.to_owned(), filter.clone());
+        let (query, filter) = (query.clone(), filter.clone());
         self.blocking(QUERY_OPERATION, move |s| s.named_files(&query, &filter)).await
     }
 }
@@ -1393,17 +1323,6 @@ impl IndexStore for EmbeddedStore {
 
 /// The vector and lexical hits fused by [`rr_core::retrieval::reciprocal_rank_fusion`]
 /// on pks, cut to `k`; the score is returned negated, as a distance.
-fn hybrid_fusion(vector: &[(i64, f64)], lexical: &[(i64, f64)], options: &HybridOptions, k: usize) -> Vec<(i64, f64)> {
-    let pks = |hits: &[(i64, f64)]| hits.iter().map(|h| h.0).collect::<Vec<i64>>();
-    let (vector, lexical) = (pks(vector), pks(lexical));
-    let mut fused = rr_core::retrieval::reciprocal_rank_fusion(
-        &[(options.weight_dense, &vector), (options.weight_lexical, &lexical)],
-        options.rrf_k,
-    );
-    fused.truncate(k);
-    fused.into_iter().map(|(pk, score)| (pk, -score)).collect()
-}
-
 fn data_version(conn: &Connection, operation: &'static str) -> Result<i64, EmbeddedError> {
     conn.query_row("PRAGMA data_version", [], |r| r.get(0)).map_err(EmbeddedError::sqlite(operation))
 }
@@ -1480,6 +1399,8 @@ fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex,
         .prepare(
             "SELECT c.pk, c.organization, c.repository, c.branch, c.source_line, v.embedding, c.path,
                     CASE json_type(c.metadata, '$.language') WHEN 'text' THEN json_extract(c.metadata, '$.language')
+                    ELSE '' END,
+                    CASE json_type(c.metadata, '$.file_type') WHEN 'text' THEN json_extract(c.metadata, '$.file_type')
                     ELSE '' END
              FROM chunks c JOIN vectors v ON v.pk = c.pk",
         )
@@ -1497,7 +1418,11 @@ fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex,
             kind: PathClass::of(row.get_ref(6).map_err(err())?.as_str().unwrap_or_default()),
             // A language of another JSON type than a string reads as none,
             // as `Metadata` reads it.
-            language: row.get(7).map_err(err())?,
+            language: {
+                let language: String = row.get(7).map_err(err())?;
+                let file_type: String = row.get(8).map_err(err())?;
+                rr_core::filter::filter_language(&language, &file_type).to_owned()
+            },
         };
         index.insert(pk, key, &vector);
     }
@@ -1816,21 +1741,5 @@ mod tests {
             }
         }
         checked
-    }
-
-    #[test]
-    fn rrf_prefers_agreement() {
-        // 3 is second in both; 2 is first in one and fourth in the other.
-        let vector = vec![(1, 0.1), (3, 0.2), (5, 0.3), (2, 0.4)];
-        let lexical = vec![(2, -9.0), (3, -8.0), (4, -1.0)];
-        let equal = HybridOptions { weight_dense: 1.0, weight_lexical: 1.0, rrf_k: 60.0, depth: 50, rerank: 0 };
-        let fused = hybrid_fusion(&vector, &lexical, &equal, 3);
-        let pks: Vec<i64> = fused.iter().map(|h| h.0).collect();
-        assert_eq!(pks, [3, 2, 1]);
-        assert!((fused[0].1 + 2.0 / 62.0).abs() < 1e-12);
-        // Weighting the lexical ranking 3x puts 4 (3/63) ahead of 1 (1/61).
-        let heavy = HybridOptions { weight_lexical: 3.0, ..equal };
-        let pks: Vec<i64> = hybrid_fusion(&vector, &lexical, &heavy, 4).iter().map(|h| h.0).collect();
-        assert_eq!(pks, [2, 3, 4, 1]);
     }
 }

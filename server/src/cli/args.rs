@@ -27,8 +27,8 @@ impl StoreArg {
 #[derive(Debug, Args)]
 pub struct ChromaArgs {
     /// Chroma server origin; when set, index writes to and serve reads from this collection (needs
-    /// --collection-name and an embedding endpoint).
-    #[arg(long, requires_all = ["collection_name", "embedding_api_url", "embedding_model"])]
+    /// --collection-name, and an embedding endpoint unless --lexical-index names the embedder).
+    #[arg(long, requires = "collection_name")]
     pub chroma_url: Option<String>,
     #[arg(long, env = "CHROMA_REPO_SEARCH_COLLECTION_NAME")]
     pub collection_name: Option<String>,

@@ -69,6 +69,17 @@ pub struct SuiteCmd {
     /// The embedder of stores this run creates, as `index --embedder` (an existing store keeps its own).
     #[arg(long, value_parser = ["potion", "hash", "minilm"])]
     pub embedder: Option<String>,
+    /// Index each repository into the collection `suite-<name>` (`suite-half-<name>` with --federation) of this Chroma server, with the
+    /// lexical index beside it in the store folder (`index --chroma-url … --lexical-index`), and search
+    /// the collection through it (`serve --chroma-url … --lexical-index`). Tenant and database are
+    /// Chroma's defaults; a token comes from CHROMA_REPO_SEARCH_BEARER_TOKEN.
+    #[arg(long, value_name = "URL")]
+    pub chroma_url: Option<String>,
+    /// With --chroma-url: split each repository in two by file name (names starting with a–m or a
+    /// digit in an embedded store, the rest in the Chroma collection with its lexical index) and search
+    /// both as one `serve --stores` federation (`code_rank = true`, `per_file = 0`).
+    #[arg(long, requires = "chroma_url")]
+    pub federation: bool,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
@@ -120,7 +131,18 @@ async fn run_suite(args: SuiteCmd) -> Result<bool, String> {
         repos: args.repos,
         reindex: args.reindex,
     };
-    let backend = SuiteSearch { reranker: args.rerank.reranker()?, retrieval: args.retrieval, embedder: args.embedder };
+    if args.chroma_url.is_some() && args.retrieval.is_set() {
+        return Err("--mode and --hybrid-* set the embedded store's retrieval; with --chroma-url the suite searches \
+                    as `serve --chroma-url … --lexical-index` does"
+            .into());
+    }
+    let backend = SuiteSearch {
+        reranker: args.rerank.reranker()?,
+        retrieval: args.retrieval,
+        embedder: args.embedder,
+        chroma_url: args.chroma_url,
+        federation: args.federation,
+    };
     let report = rr_eval::suite::run(&options, &backend).await.map_err(|e| e.to_string())?;
     if let Some(path) = &args.json {
         let body = serde_json::to_vec_pretty(&rr_eval::suite::to_json(&report)).map_err(|e| e.to_string())?;
@@ -135,17 +157,107 @@ struct SuiteSearch {
     retrieval: RetrievalArgs,
     embedder: Option<String>,
     reranker: Option<std::sync::Arc<dyn rr_core::Reranker>>,
+    /// Index into and search this Chroma server, with the lexical index in the store folder.
+    chroma_url: Option<String>,
+    /// Half of each repository in an embedded store, half in Chroma, searched as a federation.
+    federation: bool,
+}
+
+/// The files of a federation's embedded half: names starting with a–m or a digit.
+const EMBEDDED_HALF: &str = "**/[a-mA-M0-9]*";
+/// The embedded half's store, inside the Chroma half's lexical index folder.
+const EMBEDDED_HALF_DIR: &str = "embedded-half";
+
+impl SuiteSearch {
+    /// The Chroma collection of the repository whose store is `store`.
+    fn collection(&self, store: &Path) -> Option<rr_engine::local::ChromaTarget> {
+        let url = self.chroma_url.as_ref()?;
+        let name = store.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Some(rr_engine::local::ChromaTarget {
+            server_url: url.clone(),
+            // A federation's collection holds half of each repository, never the whole.
+            collection_name: if self.federation { format!("suite-half-{name}") } else { format!("suite-{name}") },
+            tenant: "default_tenant".into(),
+            database: "default_database".into(),
+            bearer_token: std::env::var("CHROMA_REPO_SEARCH_BEARER_TOKEN").ok().filter(|s| !s.is_empty()),
+            embedding_api_url: String::new(),
+            embedding_model: String::new(),
+            embedding_api_key: None,
+        })
+    }
 }
 
 #[async_trait::async_trait]
 impl rr_eval::suite::SuiteBackend for SuiteSearch {
     async fn index(&self, folder: &Path, store: &Path) -> Result<(), String> {
         let args = super::index::for_store(folder, store, self.embedder.as_deref())?;
-        rr_engine::local::index(super::index::request(&args)?).await.map(drop).map_err(|e| e.to_string())
+        let mut request = super::index::request(&args)?;
+        if let Some(target) = self.collection(store) {
+            request.chroma = Some(target);
+            request.lexical_index = true;
+        }
+        if self.federation {
+            request.options.selection.exclude_paths.push(EMBEDDED_HALF.into());
+        }
+        rr_engine::local::index(request).await.map_err(|e| e.to_string())?;
+        if self.federation {
+            let half = store.join(EMBEDDED_HALF_DIR);
+            let args = super::index::for_store(folder, &half, self.embedder.as_deref())?;
+            let mut request = super::index::request(&args)?;
+            request.options.selection.include_paths = vec![EMBEDDED_HALF.into()];
+            rr_engine::local::index(request).await.map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     fn engine(&self, store: &Path) -> Result<rr_core::SearchEngine, String> {
+        if let (true, Some(target)) = (self.federation, self.collection(store)) {
+            // JSON is YAML: the file is written as JSON and read as YAML.
+            let file = store.join("stores.yaml");
+            let embedder = rr_engine::local::open_settings(store).map_err(|e| e.to_string())?.embedder;
+            let body = federation_file(&target, store, &store.join(EMBEDDED_HALF_DIR), &embedder)?;
+            std::fs::write(&file, body).map_err(|e| format!("cannot write {}: {e}", file.display()))?;
+            return rr_engine::stores::engine(&file).map_err(|e| e.to_string());
+        }
+        if let Some(target) = self.collection(store) {
+            let remote = rr_engine::local::chroma_store(&target).map_err(|e| e.to_string())?;
+            let engine =
+                rr_engine::local::engine_beside(remote, store, self.reranker.clone()).map_err(|e| e.to_string())?;
+            return Ok(engine);
+        }
         let open = rr_engine::local::open(store).map_err(|e| e.to_string())?;
         self.retrieval.engine(&open, self.reranker.clone())
     }
+}
+
+/// The `serve --stores` file of a federation: the embedded half and the
+/// Chroma half with its lexical index, both embedded by `embedder` (no
+/// query prefix, as the built-in models have none), merged as code.
+fn federation_file(
+    target: &rr_engine::local::ChromaTarget,
+    index: &Path,
+    half: &Path,
+    embedder: &str,
+) -> Result<String, String> {
+    let file = serde_json::json!({
+        "code_rank": true,
+        "per_file": 0,
+        "stores": {
+            "embedded": {
+                "kind": "embedded",
+                "path": half,
+                "query_prefix": "",
+                "embedder": {"kind": embedder},
+            },
+            "chroma": {
+                "kind": "chroma",
+                "url": target.server_url,
+                "collection": target.collection_name,
+                "lexical_index": index,
+                "query_prefix": "",
+                "embedder": {"kind": embedder},
+            },
+        },
+    });
+    serde_json::to_string_pretty(&file).map_err(|e| e.to_string())
 }

@@ -32,6 +32,10 @@ pub struct IndexArgs {
     /// Index what .gitignore, .ignore and .git/info/exclude ignore too: the reference indexer's file selection.
     #[arg(long)]
     pub no_ignore: bool,
+    /// Leave out a file larger than this many bytes, listed in the summary's `files_skipped` (0: no
+    /// limit; with --no-ignore, the reference indexer's selection).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
     /// Git wildmatch patterns of paths to include (repeatable) [default: **].
     #[arg(long = "include-paths", value_name = "PATTERN")]
     pub include_paths: Vec<String>,
@@ -75,22 +79,29 @@ pub struct IndexArgs {
     /// OpenAI-compatible embeddings endpoint: --embedding-api-url and --embedding-model, key from
     /// CHROMA_REPO_SEARCH_EMBEDDING_API_KEY) [default: potion]. An existing store keeps the one it
     /// was created with.
-    #[arg(long, value_parser = ["potion", "hash", "minilm", "openai"], conflicts_with = "chroma_url")]
+    #[arg(long, value_parser = ["potion", "hash", "minilm", "openai"])]
     pub embedder: Option<String>,
     /// Prepended to queries before embedding, for a new store [default: the embedder's: "query: " for
     /// hash and openai, none for potion and minilm].
-    #[arg(long, conflicts_with = "chroma_url")]
+    #[arg(long)]
     pub query_prefix: Option<String>,
     /// Prepended to documents before embedding, for a new store [default: the embedder's: "passage: "
     /// for hash and openai, none for potion and minilm].
-    #[arg(long, conflicts_with = "chroma_url")]
+    #[arg(long)]
     pub document_prefix: Option<String>,
+    /// With --chroma-url: the folder of the lexical index kept beside the collection (the same
+    /// records, the files' texts and the embedder, as an embedded store keeps them). The collection's
+    /// vectors then come from the index's embedder (--embedder for a new index, potion by default) and
+    /// its chunking (semantic for a new index); `serve --chroma-url … --lexical-index DIR` searches
+    /// both as the embedded store is searched.
+    #[arg(long, value_name = "DIR", requires = "chroma_url")]
+    pub lexical_index: Option<PathBuf>,
     #[command(flatten)]
     pub chroma: ChromaArgs,
     /// Qdrant gRPC endpoint (e.g. http://127.0.0.1:6334): writes to the Qdrant collection --collection
     /// names instead of the embedded store, creating it when absent, each chunk with its dense vector
     /// and a sparse BM25 vector; the collection records its embedder (API key from QDRANT_API_KEY).
-    #[arg(long, value_name = "URL", requires = "collection", conflicts_with = "chroma_url")]
+    #[arg(long, value_name = "URL", requires = "collection", conflicts_with_all = ["chroma_url", "lexical_index"])]
     pub qdrant_url: Option<String>,
     /// The Qdrant collection to index into.
     #[arg(long, value_name = "NAME", requires = "qdrant_url")]
@@ -102,6 +113,11 @@ pub struct IndexArgs {
     #[arg(long, value_name = "N", requires = "qdrant_url", value_parser = clap::value_parser!(u32).range(1..))]
     pub replication_factor: Option<u32>,
 }
+
+/// The largest file `index` and `serve --watch` read by default: as
+/// `add_repository`'s, 1 MiB. A bigger text file is generated or data
+/// (a 30 MB log makes tens of thousands of chunks) rather than code.
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 20;
 
 /// `index` alone, to parse its command line.
 #[derive(Parser)]
@@ -152,17 +168,32 @@ pub fn request(args: &IndexArgs) -> Result<IndexRequest, String> {
     options.selection.include_extensions = or_file(&args.include_extensions, &file.files.include_extensions);
     options.selection.exclude_extensions = or_file(&args.exclude_extensions, &file.files.exclude_extensions);
     options.selection.respect_ignore = !args.no_ignore;
+    options.selection.max_file_bytes = args.max_file_bytes;
     options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
     options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
     // A Qdrant collection records its embedder itself (see `qdrant_target`).
-    if args.qdrant_url.is_none() {
-        choose_embedder(args, &file)?;
-    } else if file.chroma.server_url.is_some() {
+    let to_qdrant = args.qdrant_url.is_some();
+    if to_qdrant && file.chroma.server_url.is_some() {
         return Err("--qdrant-url and a Chroma target in --config: index into one of them".into());
+    }
+    let to_chroma = args.chroma.chroma_url.is_some() || file.chroma.server_url.is_some();
+    if to_chroma
+        && args.lexical_index.is_none()
+        && let Some(flag) = embedder_flag(args)
+    {
+        return Err(format!(
+            "{flag} chooses the embedder of an embedded store or of a lexical index; with --chroma-url the \
+             vectors come from --embedding-api-url unless --lexical-index is given"
+        ));
+    }
+    let chroma = if to_qdrant { None } else { chroma_target(args, &file)? };
+    let store = args.lexical_index.clone().unwrap_or_else(|| args.store.dir());
+    if !to_qdrant {
+        choose_embedder(args, &file, &store)?;
     }
     Ok(IndexRequest {
         root: args.dir.clone(),
-        store: args.store.dir(),
+        store,
         identity: identity(args),
         options,
         batch_size: args.batch_size.or(file.sync.batch_size).unwrap_or(100),
@@ -170,14 +201,26 @@ pub fn request(args: &IndexArgs) -> Result<IndexRequest, String> {
         output_manifest: args.output_manifest.clone(),
         progress: None,
         chunking: args.chunking.as_deref().map(str::parse).transpose()?,
-        chroma: chroma_target(args, &file)?,
+        lexical_index: args.lexical_index.is_some(),
+        chroma,
     })
+}
+
+/// The first flag that chooses a new store's embedder, if any is given.
+fn embedder_flag(args: &IndexArgs) -> Option<&'static str> {
+    [
+        (args.embedder.is_some(), "--embedder"),
+        (args.query_prefix.is_some(), "--query-prefix"),
+        (args.document_prefix.is_some(), "--document-prefix"),
+    ]
+    .into_iter()
+    .find_map(|(given, flag)| given.then_some(flag))
 }
 
 /// A new store's embedder and prefixes, when the flags name them (an
 /// existing store refuses others).
-fn choose_embedder(args: &IndexArgs, file: &IndexConfig) -> Result<(), String> {
-    if args.embedder.is_none() && args.query_prefix.is_none() && args.document_prefix.is_none() {
+fn choose_embedder(args: &IndexArgs, file: &IndexConfig, store: &Path) -> Result<(), String> {
+    if embedder_flag(args).is_none() {
         return Ok(());
     }
     let endpoint = match args.embedder.as_deref() {
@@ -192,7 +235,7 @@ fn choose_embedder(args: &IndexArgs, file: &IndexConfig) -> Result<(), String> {
         _ => None,
     };
     rr_engine::local::choose_settings(
-        &args.store.dir(),
+        store,
         args.embedder.as_deref(),
         args.query_prefix.as_deref(),
         args.document_prefix.as_deref(),
@@ -220,7 +263,11 @@ fn chroma_target(args: &IndexArgs, file: &IndexConfig) -> Result<Option<ChromaTa
         embedding_model: chroma.embedding_model.clone().or(file.embedding.model.clone()).unwrap_or_default(),
         embedding_api_key: std::env::var("CHROMA_REPO_SEARCH_EMBEDDING_API_KEY").ok().filter(|s| !s.is_empty()),
     };
-    if target.collection_name.is_empty() || target.embedding_api_url.is_empty() || target.embedding_model.is_empty() {
+    if target.collection_name.is_empty() {
+        return Err("a Chroma target needs a collection name".into());
+    }
+    // With a lexical index, the index's embedder makes the vectors.
+    if args.lexical_index.is_none() && (target.embedding_api_url.is_empty() || target.embedding_model.is_empty()) {
         return Err("a Chroma target needs a collection name, an embedding API URL and an embedding model".into());
     }
     Ok(Some(target))
@@ -277,6 +324,10 @@ pub async fn run(args: IndexArgs) -> Result<bool, String> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    super::output::stdout(&format!("{}\n", summary?.to_json()))?;
+    let summary = summary?;
+    for skipped in &summary.files_skipped {
+        eprintln!("skipped {}: {}", skipped.path, skipped.reason);
+    }
+    super::output::stdout(&format!("{}\n", summary.to_json()))?;
     Ok(true)
 }

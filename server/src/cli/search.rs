@@ -34,6 +34,12 @@ pub struct SearchCmd {
 
 /// Prints the tool's answer; a tool error goes to stderr and fails the command.
 pub async fn run(args: SearchCmd) -> Result<bool, String> {
+    let open = rr_engine::local::open(&args.store.dir()).map_err(|e| e.to_string())?;
+    let facets = SearchFacets(rr_engine::local::StoreFacets::new(&open));
+    if let Err(text) = rr_mcp::search::check_facets(args.language.as_deref(), args.kind.as_deref(), &facets) {
+        eprintln!("{text}");
+        return Ok(false);
+    }
     let search = rr_core::SearchArgs {
         query: args.query,
         source: args.source,
@@ -42,12 +48,6 @@ pub async fn run(args: SearchCmd) -> Result<bool, String> {
         language: args.language.unwrap_or_default(),
         kind: args.kind.unwrap_or_default(),
     };
-    let open = rr_engine::local::open(&args.store.dir()).map_err(|e| e.to_string())?;
-    let facets = SearchFacets(rr_engine::local::StoreFacets::new(&open));
-    if let Err(text) = rr_mcp::search::check_facets(&search, &facets) {
-        eprintln!("{text}");
-        return Ok(false);
-    }
     let engine = args.retrieval.engine(&open, args.rerank.reranker()?)?;
     let ctx = rr_core::CallContext::default();
     let limits = rr_core::ArgLimits::default();

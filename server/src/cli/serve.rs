@@ -14,6 +14,7 @@ use super::args::{ChromaArgs, RerankArgs, RetrievalArgs, StoreArg};
 use super::search::SearchFacets;
 
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("listener").args(["http", "metrics"]).multiple(false)))]
 pub struct ServeCmd {
     #[command(flatten)]
     pub store: StoreArg,
@@ -24,19 +25,21 @@ pub struct ServeCmd {
     pub http: Option<String>,
     /// Bearer tokens of --http, one `TOKEN ROLE` per line (ROLE: admin or read-only, read-only when
     /// absent; `#` starts a comment). Tokens in $REPO_RETRIEVER_TOKENS (same format, entries may be
-    /// comma-separated) are accepted too. Only admin tokens may call add_repository. Ignored over stdio.
+    /// comma-separated) are accepted too. Only admin tokens may call add_repository. With --metrics,
+    /// a scrape of /metrics needs one (any role).
     #[arg(long, value_name = "PATH", env = "REPO_RETRIEVER_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
-    /// Serve --http on a non-loopback address without tokens: anyone who reaches it may read the
-    /// index and add repositories.
-    #[arg(long, requires = "http")]
+    /// Serve --http (or --metrics) on a non-loopback address without tokens: anyone who reaches it
+    /// may read the index and add repositories (or read the metrics).
+    #[arg(long, requires = "listener")]
     pub allow_unauthenticated: bool,
     /// A browser origin allowed to call --http (scheme://host[:port]; repeatable; `*`: any). A
     /// request whose Origin header is neither loopback nor listed is refused with 403.
     #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "http")]
     pub allow_origins: Vec<String>,
     /// Serve /healthz, /readyz and Prometheus /metrics on this address or port (a bare port:
-    /// 127.0.0.1) beside a stdio server; with --http they are on the HTTP listener.
+    /// 127.0.0.1) beside a stdio server; with --http they are on the HTTP listener. As for --http,
+    /// another address than loopback needs tokens or --allow-unauthenticated.
     #[arg(long, value_name = "ADDR|PORT", conflicts_with = "http")]
     pub metrics: Option<String>,
     /// Search the named stores of this TOML/YAML file as one, instead of the embedded store.
@@ -51,6 +54,10 @@ pub struct ServeCmd {
     /// Largest `search` query in bytes (default 4 MiB, the HTTP body cap).
     #[arg(long, env = crate::limits::ENV_MAX_QUERY_BYTES, value_parser = clap::value_parser!(u64).range(1..))]
     pub max_query_bytes: Option<u64>,
+    /// How long a `search` may take in all, every backend's time-outs and attempts included; past it
+    /// the call answers that the search did not finish (e.g. 30s, 2m).
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub search_timeout: std::time::Duration,
     /// Let add_repository fetch from loopback addresses (tests only; also REPO_RETRIEVER_ALLOW_LOOPBACK_GIT=1).
     #[arg(long)]
     pub allow_loopback_git: bool,
@@ -65,6 +72,12 @@ pub struct ServeCmd {
     /// Serve a Chroma collection (search, and with --tools all the navigation tools over its chunks).
     #[command(flatten)]
     pub chroma: ChromaArgs,
+    /// With --chroma-url: the lexical index kept beside the collection (`index --chroma-url …
+    /// --lexical-index DIR`). The collection is then searched as the embedded store is (hybrid
+    /// retrieval, the head read again, the code ranking), queries embedded by the index's embedder
+    /// (no --embedding-api-url needed for a built-in one), and the navigation tools read the index.
+    #[arg(long, value_name = "DIR", requires = "chroma_url")]
+    pub lexical_index: Option<PathBuf>,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
@@ -81,6 +94,9 @@ pub const REMOTE_MODE: &str = "--mode and --hybrid-* set the embedded store's re
 
 /// Serves MCP until the client leaves (stdio) or the process is stopped (HTTP).
 pub async fn run(args: ServeCmd) -> Result<bool, String> {
+    if args.search_timeout.is_zero() {
+        return Err("--search-timeout must be more than 0".into());
+    }
     let remote = args.stores.is_some() || args.chroma.chroma_url.is_some();
     if remote && !args.rerank.kinds.is_empty() {
         return Err(REMOTE_RERANK.into());
@@ -88,7 +104,8 @@ pub async fn run(args: ServeCmd) -> Result<bool, String> {
     if remote && args.retrieval.is_set() {
         return Err(REMOTE_MODE.into());
     }
-    let chroma = serve_config(&args.chroma, args.store.store.is_some() || args.stores.is_some())?;
+    let index = args.lexical_index.as_deref();
+    let chroma = serve_config(&args.chroma, index, args.store.store.is_some() || args.stores.is_some())?;
     // The listener first: a refused address or bad token list fails before the store opens.
     let listener = match &args.http {
         Some(addr) => Some(http_listener(addr, &args).await?),
@@ -100,7 +117,10 @@ pub async fn run(args: ServeCmd) -> Result<bool, String> {
         config
     });
     let served = match (&chroma, &args.stores) {
-        (Some(config), _) => Served::remote(crate::app::build_engine(config)?),
+        (Some(config), _) => Served::remote(match index {
+            Some(dir) => crate::app::build_engine_beside(config, dir)?,
+            None => crate::app::build_engine(config)?,
+        }),
         (None, Some(file)) => Served::remote(rr_engine::stores::engine(file).map_err(|e| e.to_string())?),
         (None, None) => serve_store(&args, nav_config.clone())?,
     };
@@ -114,18 +134,20 @@ pub async fn run(args: ServeCmd) -> Result<bool, String> {
     let mut server = rr_mcp::McpServer::builder(engine, crate::app::NAME, crate::app::version_line())
         .limits(limits)
         .error_text(rr_mcp::ErrorText::Summary)
+        .search_deadline(args.search_timeout)
         .log_tool_durations(true);
     if let Some(facets) = served.facets {
         server = server.facets(Arc::new(SearchFacets(facets)));
     }
     let mut options = rr_mcp::http::HttpOptions {
         access: listener.as_ref().map(|(_, access)| access.clone()),
-        telemetry: telemetry(&args, listener.is_some(), status).await?,
+        telemetry: telemetry(&args, listener.is_some(), status, served.gate).await?,
         ..Default::default()
     };
     if let Some(config) = nav_config {
         let nav = match (served.nav, &chroma) {
             (Some(nav), _) => nav,
+            (None, Some(_)) if let Some(dir) = index => rr_engine::nav_embedded::open_dir(dir, config)?,
             (None, Some(chroma)) => rr_engine::nav_chroma::open(chroma_source(chroma)?, config).await?,
             (None, None) => rr_engine::nav_embedded::open_dir(&args.store.dir(), config)?,
         };
@@ -158,11 +180,13 @@ struct Served {
     /// The store's figures; `None` probes the engine instead.
     status: Option<Arc<dyn rr_mcp::telemetry::StoreStatus>>,
     facets: Option<rr_engine::local::StoreFacets>,
+    /// What a watch says of its folder, for `/readyz`.
+    gate: Option<rr_mcp::telemetry::ReadyGate>,
 }
 
 impl Served {
     fn remote(engine: rr_core::SearchEngine) -> Self {
-        Served { engine, nav: None, status: None, facets: None }
+        Served { engine, nav: None, status: None, facets: None, gate: None }
     }
 }
 
@@ -173,8 +197,11 @@ fn serve_store(args: &ServeCmd, nav: Option<NavConfig>) -> Result<Served, String
     // watch's first run fills it.
     let follow = args.watch.as_deref().map(|dir| watch_request(dir, &args.store.dir())).transpose()?;
     let local = local_services(&args.store.dir(), &args.retrieval.settings(), args.rerank.reranker()?, nav)?;
+    let mut gate: Option<rr_mcp::telemetry::ReadyGate> = None;
     if let Some(request) = follow {
-        let follower = rr_engine::watch::Follower::new(request, &local.open).map_err(|e| e.to_string())?;
+        let follower = rr_engine::watch::Follower::new(request, &local.open)
+            .map_err(|e| e.to_string())?
+            .identity_from_checkout(Default::default());
         let debounce = std::time::Duration::from_millis(args.watch_debounce_ms);
         let mut watch = rr_engine::watch::Watch::start(follower, debounce).map_err(|e| e.to_string())?;
         if let Some(nav) = local.nav.clone() {
@@ -185,9 +212,11 @@ fn serve_store(args: &ServeCmd, nav: Option<NavConfig>) -> Result<Served, String
                 }
             });
         }
+        let status = watch.status();
+        gate = Some(Arc::new(move || status.check()));
         tokio::spawn(watch.run());
     }
-    Ok(Served { engine: local.engine, nav: local.nav, status: Some(local.status), facets: Some(local.facets) })
+    Ok(Served { engine: local.engine, nav: local.nav, status: Some(local.status), facets: Some(local.facets), gate })
 }
 
 /// The metrics of `--http` or `--metrics` (the latter on its own listener);
@@ -196,15 +225,26 @@ async fn telemetry(
     args: &ServeCmd,
     http: bool,
     status: Arc<dyn rr_mcp::telemetry::StoreStatus>,
+    gate: Option<rr_mcp::telemetry::ReadyGate>,
 ) -> Result<Option<rr_mcp::telemetry::Telemetry>, String> {
     if !http && args.metrics.is_none() {
         return Ok(None);
     }
-    let telemetry = rr_mcp::telemetry::Telemetry::install(Some(status))?;
+    let mut telemetry = rr_mcp::telemetry::Telemetry::install(Some(status))?;
+    if let Some(gate) = gate {
+        telemetry = telemetry.gate(gate);
+    }
     rr_http::describe_metrics();
     if let Some(addr) = &args.metrics {
+        // The rule of --http: loopback, tokens, or --allow-unauthenticated said.
+        let tokens = serve_tokens(args.token_file.as_deref(), &|name| std::env::var(name).ok())?;
         let listener = rr_mcp::http::bind_local(addr).await.map_err(|e| format!("--metrics {addr}: {e}"))?;
-        tokio::spawn(rr_mcp::http::serve_status(listener, telemetry.clone()));
+        let local = listener.local_addr().map_err(|e| format!("--metrics {addr}: {e}"))?;
+        if tokens.is_none() && !local.ip().to_canonical().is_loopback() && !args.allow_unauthenticated {
+            return Err(unauthenticated_refusal("--metrics", &local, "the server's metrics"));
+        }
+        let access = Arc::new(rr_mcp::auth::Access { tokens, origins: rr_mcp::auth::Origins::default() });
+        tokio::spawn(rr_mcp::http::serve_status(listener, telemetry.clone(), Some(access)));
     }
     Ok(Some(telemetry))
 }
@@ -224,20 +264,21 @@ pub fn serve_tokens(
         if from_file.is_empty() {
             return Err(format!("--token-file {} lists no token", path.display()));
         }
-        tokens.extend(from_file);
+        tokens.extend(from_file)?;
     }
     if let Some(text) = env(TOKENS_ENV).filter(|t| !t.trim().is_empty()) {
-        tokens.extend(Tokens::parse(&text, TOKENS_ENV, &[','])?);
+        tokens.extend(Tokens::parse(&text, TOKENS_ENV, &[','])?)?;
     }
     Ok((!tokens.is_empty()).then_some(tokens))
 }
 
-/// Why `serve --http` refuses an address other than loopback without tokens.
-pub fn unauthenticated_refusal(addr: &std::net::SocketAddr) -> String {
+/// Why `serve --http` (or `--metrics`, `flag`) refuses an address other
+/// than loopback without tokens; `exposed` is what anyone could then read.
+pub fn unauthenticated_refusal(flag: &str, addr: &std::net::SocketAddr, exposed: &str) -> String {
     format!(
-        "refusing to serve --http on {addr} without authentication: anyone who reaches it could read every \
-         indexed file and make the server clone repositories. Give bearer tokens (--token-file PATH or \
-         ${}), listen on loopback only (--http PORT listens on 127.0.0.1), or pass --allow-unauthenticated",
+        "refusing to serve {flag} on {addr} without authentication: anyone who reaches it could read {exposed}. \
+         Give bearer tokens (--token-file PATH or ${}), listen on loopback only ({flag} PORT listens on \
+         127.0.0.1), or pass --allow-unauthenticated",
         rr_mcp::auth::TOKENS_ENV
     )
 }
@@ -254,7 +295,11 @@ async fn http_listener(
     let listener = rr_mcp::http::bind_local(addr).await.map_err(|e| format!("Streamable HTTP server error: {e}"))?;
     let local = listener.local_addr().map_err(|e| format!("Streamable HTTP server error: {e}"))?;
     if tokens.is_none() && !local.ip().to_canonical().is_loopback() && !args.allow_unauthenticated {
-        return Err(unauthenticated_refusal(&local));
+        return Err(unauthenticated_refusal(
+            "--http",
+            &local,
+            "every indexed file and make the server clone repositories",
+        ));
     }
     Ok((listener, Arc::new(rr_mcp::auth::Access { tokens, origins })))
 }
@@ -320,24 +365,44 @@ pub fn local_services(
 /// validated as the drop-in validates them and
 /// everything else (tokens, API keys, reranking, attempts, timeout) comes
 /// from the drop-in's environment variables.
-pub fn serve_config(chroma: &ChromaArgs, with_store: bool) -> Result<Option<crate::config::Config>, String> {
+pub fn serve_config(
+    chroma: &ChromaArgs,
+    lexical_index: Option<&Path>,
+    with_store: bool,
+) -> Result<Option<crate::config::Config>, String> {
     let Some(url) = &chroma.chroma_url else {
         return Ok(None);
     };
     if with_store {
         return Err("--chroma-url serves a Chroma collection; it cannot be combined with --store or --stores".into());
     }
+    // With a lexical index, queries are embedded by the index's embedder:
+    // the configuration's endpoint is the index's own, or none is called.
+    let (embedding_api_url, embedding_model) = match lexical_index {
+        Some(dir) => {
+            let settings = rr_engine::local::open_settings(dir).map_err(|e| e.to_string())?;
+            match settings.endpoint {
+                Some(endpoint) => (Some(endpoint.api_url), Some(endpoint.model)),
+                None => (Some(NO_ENDPOINT.to_owned()), Some(settings.embedder)),
+            }
+        }
+        None => (chroma.embedding_api_url.clone(), chroma.embedding_model.clone()),
+    };
     let flags = crate::config::DropInFlags {
         server_url: Some(url.clone()),
         collection_name: chroma.collection_name.clone(),
-        embedding_api_url: chroma.embedding_api_url.clone(),
-        embedding_model: chroma.embedding_model.clone(),
+        embedding_api_url,
+        embedding_model,
         tenant: Some(chroma.tenant.clone()),
         database: Some(chroma.database.clone()),
         ..Default::default()
     };
     crate::config::from_flags(&flags, &crate::config::process_env).map(Some).map_err(|e| e.to_string())
 }
+
+/// The embedding endpoint of a configuration whose queries a built-in model
+/// embeds: a loopback origin nothing is sent to.
+const NO_ENDPOINT: &str = "http://127.0.0.1:9";
 
 /// The navigation tools' source over the collection `config` names, with
 /// its own HTTP client (same attempts, timeout and redacted secrets as

@@ -8,7 +8,7 @@
 //! plain to see in the text: the right chunk names the query's words
 //! (its path, its symbols, the names it defines), holds most of them, and
 //! holds them in code rather than in comments. So the first
-//! [`HybridOptions::rerank`](rr_core::HybridOptions) fused candidates are
+//! [`HybridOptions::rerank`](crate::HybridOptions) fused candidates are
 //! ordered again by
 //!
 //! `−ln(rank) + 2.6·names + 1.7·coverage − 0.8·comments − first`
@@ -29,12 +29,15 @@
 
 use std::collections::HashMap;
 
-use rr_core::Metadata;
-use rust_stemmers::Stemmer;
+use rust_stemmers::{Algorithm, Stemmer};
 
-use rr_core::text;
+use crate::record::Metadata;
+use crate::text;
 
-use crate::fts;
+/// The English Snowball stemmer, as the lexical index stems its words.
+fn stemmer() -> Stemmer {
+    Stemmer::create(Algorithm::English)
+}
 
 /// The weights of the score above, in its order.
 const W_NAMES: f64 = 2.6;
@@ -54,7 +57,7 @@ pub(crate) struct Weighted {
 /// the whole identifier lower-cased; without repeats. A query of stopwords
 /// only has none.
 pub(crate) fn query_terms(query: &str) -> Vec<String> {
-    let stemmer = fts::stemmer();
+    let stemmer = stemmer();
     let mut out: Vec<String> = Vec::new();
     for word in words(query).filter(|w| !text::is_stopword(&w.to_lowercase())) {
         for term in word_terms(&stemmer, word) {
@@ -112,7 +115,7 @@ pub(crate) struct Matcher<'a> {
 impl<'a> Matcher<'a> {
     pub fn new(terms: &'a [Weighted]) -> Self {
         let index = terms.iter().enumerate().map(|(i, t)| (t.term.as_str(), i)).collect();
-        Matcher { terms, index, parts: HashMap::new(), stemmer: fts::stemmer(), buffer: String::new() }
+        Matcher { terms, index, parts: HashMap::new(), stemmer: stemmer(), buffer: String::new() }
     }
 
     /// The evidence of one chunk.
