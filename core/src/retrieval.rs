@@ -30,7 +30,7 @@ use crate::evidence;
 use crate::filter::SearchFilter;
 pub use crate::query::{Query, contains_verbatim, verbatim_phrase};
 use crate::record::Candidate;
-use crate::traits::{CallContext, Embedder, TermStatistics, VectorQuery, VectorStore};
+use crate::traits::{CallContext, Embedder, HybridInputs, TermStatistics, VectorQuery, VectorStore};
 // The store-side half (what a store implements, and the options it is
 // handed) lives with the other traits; re-exported so callers keep these paths.
 pub use crate::traits::{HybridOptions, LexicalQuery, LexicalStore};
@@ -441,15 +441,21 @@ impl Retriever {
             return lexical.lexical_query(&words(n_results), ctx).await;
         }
         let depth = self.hybrid.depth.max(n_results);
+        let deep = words(depth);
+        let tokens = reads_head_again(query, &self.hybrid).then(|| query.lookup_tokens());
+        let embedding = embedding.unwrap_or_default();
+        if let Some(inputs) = lexical.hybrid_inputs(&deep, &embedding, tokens.as_deref(), ctx).await {
+            let HybridInputs { dense, lexical, statistics } = inputs?;
+            return Ok(hybrid(query, dense, lexical, &self.hybrid, n_results, statistics.as_ref()));
+        }
         let statistics = async {
-            match reads_head_again(query, &self.hybrid) {
-                true => lexical.term_statistics(&query.lookup_tokens(), ctx).await,
-                false => Ok(None),
+            match &tokens {
+                Some(tokens) => lexical.term_statistics(tokens, ctx).await,
+                None => Ok(None),
             }
         };
-        let deep = words(depth);
         let (dense, ranked, statistics) =
-            futures::join!(dense(embedding, depth), lexical.lexical_query(&deep, ctx), statistics);
+            futures::join!(dense(Some(embedding), depth), lexical.lexical_query(&deep, ctx), statistics);
         Ok(hybrid(query, dense?, ranked?, &self.hybrid, n_results, statistics?.as_ref()))
     }
 }

@@ -159,6 +159,14 @@ pub struct HybridOptions {
     pub rerank: usize,
 }
 
+/// What [`LexicalStore::hybrid_inputs`] answers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HybridInputs {
+    pub dense: Vec<Candidate>,
+    pub lexical: Vec<Candidate>,
+    pub statistics: Option<TermStatistics>,
+}
+
 /// Document frequencies of index tokens ([`LexicalStore::term_statistics`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TermStatistics {
@@ -186,6 +194,22 @@ pub struct LexicalQuery {
 pub trait LexicalStore: Send + Sync {
     /// The `n_results` chunks passing the filter that best match the words.
     async fn lexical_query(&self, query: &LexicalQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError>;
+
+    /// The inputs of a hybrid ranking in one call, for a store that answers
+    /// them together more cheaply (one snapshot, each chunk read once): the
+    /// nearest neighbours of `embedding` and the lexical ranking, each to
+    /// `query.n_results`, and the statistics of `tokens` when given. `None`
+    /// (the default): the engine asks for each. Either way the engine fuses
+    /// them; an answer must equal the three separate ones.
+    async fn hybrid_inputs(
+        &self,
+        _query: &LexicalQuery,
+        _embedding: &[f32],
+        _tokens: Option<&[String]>,
+        _ctx: &CallContext,
+    ) -> Option<Result<HybridInputs, BackendError>> {
+        None
+    }
 
     /// How many chunks hold each of `tokens` (as the lexical ranking
     /// indexes words: stems and identifier parts, lower-cased), and how many

@@ -103,7 +103,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rr_core::retrieval::{HybridOptions, LexicalQuery, LexicalStore};
-use rr_core::traits::TermStatistics;
+use rr_core::traits::{HybridInputs, TermStatistics};
 use rr_core::{
     BackendError, CallContext, Candidate, Chunk, EmbeddedChunk, IndexStore, Metadata, PathClass, Query, SearchFilter,
     VectorQuery, VectorStore,
@@ -531,13 +531,57 @@ impl EmbeddedStore {
     ) -> Result<Vec<Candidate>, EmbeddedError> {
         let depth = k.max(options.depth);
         let query = Query::new(query);
-        let dense = self.search(embedding, filter, depth)?;
-        let lexical = self.lexical_search_planned(&query.text, filter, depth, plan)?;
-        let statistics = match rr_core::retrieval::reads_head_again(&query, options) {
-            true => Some(self.term_statistics_planned(&query.lookup_tokens(), plan)?),
-            false => None,
+        let tokens = rr_core::retrieval::reads_head_again(&query, options).then(|| query.lookup_tokens());
+        let inputs = self.hybrid_inputs_planned(&query.text, embedding, filter, depth, tokens.as_deref(), plan)?;
+        Ok(rr_core::retrieval::hybrid(&query, inputs.dense, inputs.lexical, options, k, inputs.statistics.as_ref()))
+    }
+
+    /// Both rankings to `depth` on one snapshot, each chunk read once, and
+    /// the statistics of `tokens` when given ([`LexicalStore::hybrid_inputs`]).
+    fn hybrid_inputs_planned(
+        &self,
+        query: &str,
+        embedding: &[f32],
+        filter: &SearchFilter,
+        depth: usize,
+        tokens: Option<&[String]>,
+        plan: LexicalPlan,
+    ) -> Result<HybridInputs, EmbeddedError> {
+        let view = self.view()?;
+        let vector = view.vector_hits(&self.inner.reader, embedding, filter, depth)?;
+        let mut reader = self.reader();
+        let lexical = view.lexical_hits(&mut reader, query, filter, depth, plan)?;
+        let statistics = match tokens {
+            Some(tokens) => Some(TermStatistics {
+                rows: view.index.len() as u64,
+                frequencies: tokens
+                    .iter()
+                    .map(|token| reader.token_frequency(token, view.changes, plan))
+                    .collect::<rusqlite::Result<Vec<u64>>>()
+                    .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?,
+            }),
+            None => None,
         };
-        Ok(rr_core::retrieval::hybrid(&query, dense, lexical, options, k, statistics.as_ref()))
+        // Each chunk read once; only those in both rankings are copied.
+        let in_lexical: std::collections::HashSet<i64> = lexical.iter().map(|(pk, _)| *pk).collect();
+        let mut seen = std::collections::HashSet::with_capacity(vector.len() + lexical.len());
+        let unread: Vec<(i64, f64)> =
+            vector.iter().chain(&lexical).filter(|(pk, _)| seen.insert(*pk)).copied().collect();
+        let mut rows: HashMap<i64, Candidate> = view.fetch_rows(&reader, &unread)?.into_iter().collect();
+        let with = |c: Candidate, distance: f64| Candidate { distance: Some(distance), ..c };
+        let dense: Vec<Candidate> = vector
+            .iter()
+            .filter_map(|&(pk, distance)| {
+                match in_lexical.contains(&pk) {
+                    true => rows.get(&pk).cloned(),
+                    false => rows.remove(&pk),
+                }
+                .map(|c| with(c, distance))
+            })
+            .collect();
+        let lexical: Vec<Candidate> =
+            lexical.iter().filter_map(|&(pk, distance)| rows.remove(&pk).map(|c| with(c, distance))).collect();
+        Ok(HybridInputs { dense, lexical, statistics })
     }
 
     /// How many chunks hold each of `tokens`, and how many chunks there are
@@ -1273,6 +1317,30 @@ impl LexicalStore for EmbeddedStore {
     async fn lexical_query(&self, query: &LexicalQuery, _ctx: &CallContext) -> Result<Vec<Candidate>, BackendError> {
         let query = query.clone();
         self.blocking(QUERY_OPERATION, move |s| s.lexical_search(&query.text, &query.filter, query.n_results)).await
+    }
+
+    async fn hybrid_inputs(
+        &self,
+        query: &LexicalQuery,
+        embedding: &[f32],
+        tokens: Option<&[String]>,
+        _ctx: &CallContext,
+    ) -> Option<Result<HybridInputs, BackendError>> {
+        let (query, embedding, tokens) = (query.clone(), embedding.to_vec(), tokens.map(<[String]>::to_vec));
+        let plan = LexicalPlan::Index;
+        Some(
+            self.blocking(QUERY_OPERATION, move |s| {
+                s.hybrid_inputs_planned(
+                    &query.text,
+                    &embedding,
+                    &query.filter,
+                    query.n_results,
+                    tokens.as_deref(),
+                    plan,
+                )
+            })
+            .await,
+        )
     }
 
     async fn term_statistics(
