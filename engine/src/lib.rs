@@ -13,6 +13,7 @@ pub mod beside;
 pub mod local;
 pub mod nav_chroma;
 pub mod nav_embedded;
+pub mod qdrant;
 pub mod retrieval;
 pub mod stores;
 pub mod watch;

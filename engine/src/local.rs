@@ -208,7 +208,7 @@ fn write_settings(dir: &Path, settings: &StoreSettings) -> Result<(), LocalError
 }
 
 /// The embedder a store was written with, built by kind through the registry.
-fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalError> {
+pub(crate) fn embedder_for(settings: &StoreSettings) -> Result<Arc<dyn Embedder>, LocalError> {
     let registry = Registry::builtin()?;
     let ctx = FactoryContext::new(crate::user_agent());
     let message = |e: RegistryError| match e {
@@ -643,7 +643,7 @@ impl Pending {
 /// as they come, or, for an atomic run, `held` with its records and
 /// written in their transaction.
 #[derive(Clone, Copy)]
-struct Texts<'s, 'c> {
+pub(crate) struct Texts<'s, 'c> {
     store: &'s EmbeddedStore,
     held: Option<&'c Coalesced<'s>>,
 }
@@ -734,7 +734,7 @@ impl IndexStore for Coalesced<'_> {
 
 /// Synchronises `stream` into `store` (see [`index`]); `files`, when set,
 /// receives the texts of the files.
-async fn stream_into(
+pub(crate) async fn stream_into(
     store: &dyn IndexStore,
     embedder: &dyn Embedder,
     files: Option<Texts<'_, '_>>,

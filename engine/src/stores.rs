@@ -37,8 +37,9 @@
 //! lexical_index = "/srv/rr/widgets-index"    # optional: the lexical index beside a store that
 //!                                            # cannot rank words (index --lexical-index)
 //! retrieval = "dense"                        # optional: dense, lexical or hybrid; default hybrid
-//!                                            # for a store that can rank lexically (embedded, or
-//!                                            # one with a lexical_index), else dense
+//!                                            # for a store that can rank lexically (embedded,
+//!                                            # Qdrant with a sparse_vector_name, or one with a
+//!                                            # lexical_index), else dense
 //! # hybrid_weight_dense = 1.0                # hybrid only: the fusion's weights, its k and
 //! # hybrid_weight_lexical = 1.0              # how many candidates each ranking gives
 //! # hybrid_rrf_k = 60

@@ -31,7 +31,7 @@ const MAX_PHRASE_WORDS: usize = 16;
 
 /// One column of `chunks_fts`.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Column {
+pub struct Column {
     pub name: &'static str,
     /// Its weight in `bm25()`: each occurrence of a phrase in this column
     /// counts this much towards the phrase's frequency.
@@ -44,7 +44,7 @@ pub(crate) struct Column {
 /// index's) reads the weights from here. The weights only scale a term's
 /// frequency, so a row's score per term stays below `idf · (k1 + 1)`. A
 /// stem counts a quarter of the word itself.
-pub(crate) const COLUMNS: &[Column] = &[
+pub const COLUMNS: &[Column] = &[
     Column { name: "body", weight: 1.0 },
     Column { name: "idents", weight: 1.0 },
     Column { name: "stems", weight: 0.25 },
@@ -85,7 +85,7 @@ pub(crate) fn insert_statement() -> String {
 }
 
 /// The text of each of [`COLUMNS`] for one chunk, in table order.
-pub(crate) fn columns(document: &str) -> [String; COLUMNS.len()] {
+pub fn columns(document: &str) -> [String; COLUMNS.len()] {
     [document.to_owned(), idents(document), stems(document)]
 }
 
@@ -123,7 +123,7 @@ fn stems(document: &str) -> String {
 
 /// One term of a lexical query.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Term {
+pub struct Term {
     /// Lower-cased letters, digits and `_`.
     pub text: String,
     /// Whether `unicode61` indexes the term as exactly this one token (ASCII
@@ -136,7 +136,7 @@ pub(crate) struct Term {
 /// nothing else is left), each followed by its stem when that differs; then
 /// the whole query as one phrase, stopwords included, when it has 2 to
 /// [`MAX_PHRASE_WORDS`] words. Without repeats, at most [`MAX_TERMS`].
-pub(crate) fn query_terms(query: &str) -> Vec<Term> {
+pub fn query_terms(query: &str) -> Vec<Term> {
     let mut words: Vec<String> = Vec::new();
     for word in text::words(query) {
         words.push(word.to_lowercase());

@@ -111,6 +111,8 @@ use rr_core::{
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 pub use error::{EmbeddedError, OPEN_OPERATION, QUERY_OPERATION, READ_OPERATION, WRITE_OPERATION};
+/// The full-text index's columns and query terms, for a store that ranks by the same words.
+pub use fts::{COLUMNS, Column, Term, columns, query_terms};
 pub use schema::SCHEMA_VERSION;
 
 pub use index::Facets;

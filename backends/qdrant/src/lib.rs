@@ -33,40 +33,54 @@
 //! `Source:` prefix absorb a `:` (`x:docs/a.md` matches `docs/a.md` there),
 //! the payload condition compares the whole `path` field.
 //!
+//! `languages` is a `match any` on the metadata `language` key, applied by
+//! Qdrant like `source`; `kinds` (source, tests, docs...) are a property of the
+//! path that no payload condition expresses, so they are checked locally
+//! like a glob.
+//!
 //! Qdrant's scores never reach the output: [`Candidate::distance`] holds
 //! `-score` (lower is closer for cosine and dot product) only so that
 //! callers can fuse or evaluate rankings.
+//!
+//! # Writing, and BM25 inside Qdrant
+//!
+//! [`QdrantIndex`] is the indexer's [`rr_core::IndexStore`]: each record
+//! becomes a point with a named dense vector and a named sparse vector of
+//! the record's BM25 term weights ([`sparse`]), with the collection's `IDF`
+//! modifier supplying the inverse document frequency. A [`Target`] whose
+//! [`Target::sparse_vector_name`] is set answers lexical queries over that
+//! vector ([`LexicalStore`]), so the engine's `lexical` and `hybrid` modes
+//! run over a collection the indexer wrote.
 
+mod client;
+mod index;
 mod registry;
+pub mod sparse;
+
+pub use client::{INFO_OPERATION, QUERY_OPERATION, RetryPolicy, RetryingClient, STORE_NAME};
+pub use index::{
+    AVG_TOKENS_KEY, CREATE_OPERATION, DEFAULT_DENSE_VECTOR, DEFAULT_DOCUMENT_KEY, DEFAULT_SPARSE_VECTOR,
+    DELETE_OPERATION, LIST_OPERATION, QdrantIndex, RECORD_ID_KEY, UPSERT_OPERATION, WriteTarget, point_uuid,
+};
 
 use std::collections::HashSet;
-use std::future::Future;
-use std::time::Duration;
 
 use async_trait::async_trait;
+use qdrant_client::Qdrant;
 use qdrant_client::qdrant::r#match::MatchValue;
 use qdrant_client::qdrant::point_id::PointIdOptions;
 use qdrant_client::qdrant::vectors_config::Config as VectorsConfigKind;
 use qdrant_client::qdrant::with_payload_selector::SelectorOptions;
 use qdrant_client::qdrant::{
-    Condition, Filter, GetCollectionInfoRequest, PayloadIncludeSelector, PointId, Query, QueryPoints, ScoredPoint,
-    VectorInput, WithPayloadSelector,
+    Condition, Filter, GetCollectionInfoRequest, PayloadIncludeSelector, PointId, Query, QueryPoints, RepeatedStrings,
+    ScoredPoint, VectorInput, WithPayloadSelector,
 };
-use qdrant_client::{Qdrant, QdrantError};
+use rr_core::retrieval::{LexicalQuery, LexicalStore};
 use rr_core::{
     BackendError, CallContext, Candidate, Chunk, Metadata, PathGlob, SearchFilter, VectorQuery, VectorStore,
 };
 use serde_json::{Map, Value};
-use tonic::Code;
 
-/// The `name()` of the store.
-pub const STORE_NAME: &str = "qdrant";
-/// The operation name of a query in errors.
-pub const QUERY_OPERATION: &str = "Qdrant query";
-/// The operation name of the collection lookup in errors.
-pub const INFO_OPERATION: &str = "Qdrant collection info";
-/// The default payload key of the document text.
-pub const DEFAULT_DOCUMENT_KEY: &str = "document";
 /// The smallest page asked for while a path glob is filtered locally.
 pub const MIN_PAGE_SIZE: usize = 64;
 
@@ -142,6 +156,10 @@ pub fn build_filter(filter: &SearchFilter, layout: &PayloadLayout) -> Option<Fil
     if let Some(glob) = filter.path.as_ref().filter(|g| is_exact_path(g)) {
         conditions.push(keyword(layout.field_key("path"), glob.pattern()));
     }
+    if !filter.languages.is_empty() {
+        let languages = RepeatedStrings { strings: filter.languages.clone() };
+        conditions.push(Condition::matches(layout.field_key("language"), MatchValue::Keywords(languages)));
+    }
     (!conditions.is_empty()).then(|| Filter::must(conditions))
 }
 
@@ -156,15 +174,21 @@ pub fn local_glob(filter: &SearchFilter) -> Option<&PathGlob> {
     filter.path.as_ref().filter(|g| !is_exact_path(g))
 }
 
+/// Whether part of the filter (a glob with wildcards, kinds) is checked
+/// locally, page after page.
+pub fn filters_locally(filter: &SearchFilter) -> bool {
+    local_glob(filter).is_some() || !filter.kinds.is_empty()
+}
+
 /// Points per request: `n_results` when the server filters everything,
 /// else at least [`MIN_PAGE_SIZE`] (and 4 × `n_results`) so that a narrow
 /// glob needs few round trips.
 pub fn page_size(query: &VectorQuery) -> usize {
-    if local_glob(&query.filter).is_some() {
-        query.n_results.saturating_mul(4).max(MIN_PAGE_SIZE)
-    } else {
-        query.n_results
-    }
+    sized_page(&query.filter, query.n_results)
+}
+
+fn sized_page(filter: &SearchFilter, n_results: usize) -> usize {
+    if filters_locally(filter) { n_results.saturating_mul(4).max(MIN_PAGE_SIZE) } else { n_results }
 }
 
 /// Where and how to query.
@@ -173,17 +197,37 @@ pub struct Target {
     pub collection: String,
     /// The named vector to search, for collections with several.
     pub vector_name: Option<String>,
+    /// The named sparse vector of BM25 term weights ([`sparse`]), when the
+    /// collection has one: the store then answers lexical queries.
+    pub sparse_vector_name: Option<String>,
     pub layout: PayloadLayout,
+}
+
+/// What a query ranks by: the dense embedding, or the sparse vector of the
+/// query's terms (over [`Target::sparse_vector_name`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ranking {
+    Dense(Vec<f32>),
+    Sparse(Vec<(u32, f32)>),
 }
 
 impl Target {
     /// One page of the nearest-neighbour query: `limit` points from `offset`.
     pub fn request(&self, query: &VectorQuery, offset: usize, limit: usize) -> QueryPoints {
+        self.ranked_request(&Ranking::Dense(query.embedding.clone()), &query.filter, offset, limit)
+    }
+
+    /// One page of a query ranked by `ranking`.
+    pub fn ranked_request(&self, ranking: &Ranking, filter: &SearchFilter, offset: usize, limit: usize) -> QueryPoints {
+        let (input, using) = match ranking {
+            Ranking::Dense(embedding) => (VectorInput::from(embedding.clone()), self.vector_name.clone()),
+            Ranking::Sparse(terms) => (VectorInput::from(terms.as_slice()), self.sparse_vector_name.clone()),
+        };
         QueryPoints {
             collection_name: self.collection.clone(),
-            query: Some(Query::from(VectorInput::from(query.embedding.clone()))),
-            using: self.vector_name.clone(),
-            filter: build_filter(&query.filter, &self.layout),
+            query: Some(Query::from(input)),
+            using,
+            filter: build_filter(filter, &self.layout),
             limit: Some(limit as u64),
             offset: (offset > 0).then_some(offset as u64),
             with_payload: Some(self.layout.payload_selector()),
@@ -206,85 +250,6 @@ impl PageSource for Qdrant {
             .await
             .map(|r| r.result)
             .map_err(|e| BackendError::new(STORE_NAME, format!("{QUERY_OPERATION} failed: {e}")))
-    }
-}
-
-/// How often and how patiently a failed request is repeated.
-///
-/// Only failures that a later attempt can cure are retried (the server
-/// unavailable or overloaded, a deadline or an aborted transaction); a
-/// missing collection or a bad filter fails at once. The delays follow the
-/// HTTP backends' schedule: `base`, doubling per attempt, at most 16 × `base`
-/// (0.5 s … 8 s by default); Qdrant's own `retry-after` wins when it is
-/// longer, up to the same ceiling.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts in total, including the first; 0 counts as 1.
-    pub attempts: u32,
-    pub base: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy { attempts: 3, base: Duration::from_millis(500) }
-    }
-}
-
-impl RetryPolicy {
-    /// The wait after failed attempt number `attempt` (1-based).
-    pub fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        let ceiling = self.base * 16;
-        let backoff = (self.base * (1u32 << attempt.saturating_sub(1).min(4))).min(ceiling);
-        retry_after.map_or(backoff, |r| r.max(backoff).min(ceiling))
-    }
-}
-
-/// Whether a later attempt may succeed, and how long Qdrant asked to wait.
-fn transient(error: &QdrantError) -> Option<Option<Duration>> {
-    match error {
-        QdrantError::ResourceExhaustedError { retry_after_seconds, .. } => {
-            Some(Some(Duration::from_secs(*retry_after_seconds)))
-        }
-        QdrantError::ResponseError { status } => matches!(
-            status.code(),
-            Code::Unavailable | Code::DeadlineExceeded | Code::ResourceExhausted | Code::Aborted
-        )
-        .then_some(None),
-        _ => None,
-    }
-}
-
-/// A client that repeats transient failures (see [`RetryPolicy`]).
-pub struct RetryingClient {
-    client: Qdrant,
-    policy: RetryPolicy,
-}
-
-impl RetryingClient {
-    pub fn new(client: Qdrant, policy: RetryPolicy) -> Self {
-        RetryingClient { client, policy }
-    }
-
-    /// Runs `call` until it succeeds, fails for good, or the attempts run out.
-    async fn run<T, F, Fut>(&self, operation: &str, mut call: F) -> Result<T, BackendError>
-    where
-        F: FnMut(Qdrant) -> Fut,
-        Fut: Future<Output = Result<T, QdrantError>>,
-    {
-        let attempts = self.policy.attempts.max(1);
-        let mut attempt = 1;
-        loop {
-            match call(self.client.clone()).await {
-                Ok(value) => return Ok(value),
-                Err(e) => match transient(&e) {
-                    Some(retry_after) if attempt < attempts => {
-                        tokio::time::sleep(self.policy.delay(attempt, retry_after)).await;
-                        attempt += 1;
-                    }
-                    _ => return Err(BackendError::new(STORE_NAME, format!("{operation} failed: {e}"))),
-                },
-            }
-        }
     }
 }
 
@@ -323,13 +288,24 @@ pub async fn run_query(
     target: &Target,
     query: &VectorQuery,
 ) -> Result<Vec<Candidate>, BackendError> {
-    let glob = local_glob(&query.filter);
-    let limit = page_size(query).max(1);
-    let mut out = Vec::with_capacity(query.n_results);
+    run_ranked(source, target, &Ranking::Dense(query.embedding.clone()), &query.filter, query.n_results).await
+}
+
+/// [`run_query`] for any [`Ranking`].
+pub async fn run_ranked(
+    source: &dyn PageSource,
+    target: &Target,
+    ranking: &Ranking,
+    filter: &SearchFilter,
+    n_results: usize,
+) -> Result<Vec<Candidate>, BackendError> {
+    let local = filters_locally(filter);
+    let limit = sized_page(filter, n_results).max(1);
+    let mut out = Vec::with_capacity(n_results);
     let mut seen = HashSet::new();
     let mut offset = 0;
     loop {
-        let page = source.page(target.request(query, offset, limit)).await?;
+        let page = source.page(target.ranked_request(ranking, filter, offset, limit)).await?;
         let exhausted = page.len() < limit;
         offset += page.len();
         for point in page {
@@ -337,14 +313,15 @@ pub async fn run_query(
             if !seen.insert(c.chunk.id.clone()) {
                 continue; // a point that moved between pages is counted once
             }
-            if glob.is_none_or(|g| g.matches_document(&c.chunk.document)) {
+            // The server applied the rest; `matches` re-checks it at no cost.
+            if !local || filter.matches(&c.chunk) {
                 out.push(c);
-                if out.len() == query.n_results {
+                if out.len() == n_results {
                     return Ok(out);
                 }
             }
         }
-        if exhausted || glob.is_none() {
+        if exhausted || !local {
             return Ok(out);
         }
     }
@@ -388,6 +365,11 @@ impl VectorStore for QdrantStore {
         run_query(&self.client, &self.target, query).await
     }
 
+    /// Lexical ranking over the sparse BM25 vector, when the target names one.
+    fn lexical(&self) -> Option<&dyn LexicalStore> {
+        self.target.sparse_vector_name.is_some().then_some(self as &dyn LexicalStore)
+    }
+
     /// The size of the searched vector (the named one when configured).
     async fn dimension(&self, _ctx: &CallContext) -> Result<Option<usize>, BackendError> {
         let collection_name = self.target.collection.clone();
@@ -407,6 +389,19 @@ impl VectorStore for QdrantStore {
             _ => None,
         };
         Ok(size.map(|s| s as usize))
+    }
+}
+
+/// BM25 over the sparse vector: the query's terms as [`sparse::query_vector`]
+/// makes them, Qdrant's IDF modifier, the same filters as a dense query.
+#[async_trait]
+impl LexicalStore for QdrantStore {
+    async fn lexical_query(&self, query: &LexicalQuery, _ctx: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+        let terms = sparse::query_vector(&query.text);
+        if terms.is_empty() || self.target.sparse_vector_name.is_none() {
+            return Ok(Vec::new());
+        }
+        run_ranked(&self.client, &self.target, &Ranking::Sparse(terms), &query.filter, query.n_results).await
     }
 }
 

@@ -4,8 +4,10 @@
 //! `http://localhost:6334`), `collection`, `api_key_env` (the name of the
 //! environment variable holding the API key: secrets never sit in the
 //! configuration file), `document_key` (default `document`), `metadata_key`
-//! (absent: metadata fields are top-level payload keys) and `vector_name`
-//! (absent: the collection's unnamed vector). Transient failures are retried
+//! (absent: metadata fields are top-level payload keys), `vector_name`
+//! (absent: the collection's unnamed vector) and `sparse_vector_name` (the
+//! sparse BM25 vector the indexer writes, `bm25` in its collections; absent:
+//! the store ranks densely only). Transient failures are retried
 //! `retry_attempts` times in all (the stores file's setting).
 
 use std::sync::Arc;
@@ -31,6 +33,8 @@ pub(crate) struct Settings {
     pub(crate) metadata_key: Option<String>,
     #[serde(default)]
     pub(crate) vector_name: Option<String>,
+    #[serde(default)]
+    pub(crate) sparse_vector_name: Option<String>,
 }
 
 fn default_document_key() -> String {
@@ -42,6 +46,7 @@ impl Settings {
         Target {
             collection: self.collection.clone(),
             vector_name: self.vector_name.clone(),
+            sparse_vector_name: self.sparse_vector_name.clone(),
             layout: PayloadLayout { document_key: self.document_key.clone(), metadata_key: self.metadata_key.clone() },
         }
     }

@@ -56,7 +56,7 @@ fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
 }
 
 fn target(layout: PayloadLayout) -> Target {
-    Target { collection: "acme-widgets".into(), vector_name: None, layout }
+    Target { collection: "acme-widgets".into(), vector_name: None, sparse_vector_name: None, layout }
 }
 
 #[test]
@@ -128,6 +128,7 @@ fn request_fields() {
     let nested = Target {
         collection: "c".into(),
         vector_name: Some("code".into()),
+        sparse_vector_name: None,
         layout: PayloadLayout { document_key: "text".into(), metadata_key: Some("meta".into()) },
     };
     let r = nested.request(&q, 64, 64);
@@ -347,7 +348,7 @@ fn registry_builds_and_rejects_unknown_keys() {
         .unwrap();
     assert_eq!(
         err.to_string(),
-        "store \"qdrant\": unknown field `colection`, expected one of `url`, `collection`, `api_key_env`, `document_key`, `metadata_key`, `vector_name`"
+        "store \"qdrant\": unknown field `colection`, expected one of `url`, `collection`, `api_key_env`, `document_key`, `metadata_key`, `vector_name`, `sparse_vector_name`"
     );
     let err = registry
         .store("qdrant", &json!({"url": "http://x:6334", "collection": "c", "api_key_env": "NOPE"}), &ctx)
@@ -355,5 +356,72 @@ fn registry_builds_and_rejects_unknown_keys() {
         .unwrap();
     assert_eq!(err.to_string(), "store \"qdrant\": api_key_env: environment variable NOPE is not set or empty");
     let s: registry::Settings = FactoryError::parse(&json!({"url": "u", "collection": "c"})).unwrap();
-    assert_eq!(s.target(), Target { collection: "c".into(), vector_name: None, layout: PayloadLayout::default() });
+    assert_eq!(
+        s.target(),
+        Target {
+            collection: "c".into(),
+            vector_name: None,
+            sparse_vector_name: None,
+            layout: PayloadLayout::default()
+        }
+    );
+}
+
+#[test]
+fn kinds_are_checked_locally_page_after_page() {
+    let records = fixture();
+    let layout = PayloadLayout::default();
+    for (probe, n, kinds) in [(0, 3, vec![rr_core::PathClass::Docs]), (10, 5, vec![rr_core::PathClass::Source])] {
+        let mut q = query(embedding(&records[probe]), n, "acme", "widgets", "main", "");
+        q.filter.kinds = kinds.clone();
+        assert!(filters_locally(&q.filter));
+        let fake = FakeQdrant::new(layout.clone());
+        let got: Vec<String> =
+            block_on(run_query(&fake, &target(layout.clone()), &q)).unwrap().into_iter().map(|c| c.chunk.id).collect();
+        assert!(!got.is_empty(), "{kinds:?}: a vacuous case");
+        assert_eq!(got, expected(&q), "{kinds:?}");
+        assert_eq!(fake.requests.lock().unwrap()[0].limit, Some(MIN_PAGE_SIZE as u64));
+    }
+}
+
+#[test]
+fn languages_become_a_match_any_condition() {
+    let filter = SearchFilter { languages: vec!["go".into(), "rust".into()], ..Default::default() };
+    let built =
+        build_filter(&filter, &PayloadLayout { document_key: "text".into(), metadata_key: Some("meta".into()) })
+            .unwrap();
+    match built.must[0].condition_one_of.as_ref().unwrap() {
+        ConditionOneOf::Field(f) => {
+            assert_eq!(f.key, "meta.language");
+            match f.r#match.as_ref().unwrap().match_value.as_ref().unwrap() {
+                MatchValue::Keywords(k) => assert_eq!(k.strings, ["go", "rust"]),
+                other => panic!("not a match any: {other:?}"),
+            }
+        }
+        other => panic!("not a field condition: {other:?}"),
+    }
+    assert!(!filters_locally(&filter), "the server applies it");
+}
+
+#[test]
+fn a_lexical_request_ranks_by_the_named_sparse_vector() {
+    let t = Target {
+        sparse_vector_name: Some("bm25".into()),
+        vector_name: Some("dense".into()),
+        ..target(PayloadLayout::default())
+    };
+    let terms = sparse::query_vector("loadConfig");
+    let r = t.ranked_request(&Ranking::Sparse(terms.clone()), &SearchFilter::scoped("acme", "widgets", "", ""), 0, 10);
+    assert_eq!(r.using.as_deref(), Some("bm25"));
+    assert_eq!(musts(r.filter.as_ref().unwrap()), pairs(&[("organization", "acme"), ("repository", "widgets")]));
+    match r.query.unwrap().variant.unwrap() {
+        QueryVariant::Nearest(input) => match input.variant.unwrap() {
+            InputVariant::Sparse(s) => {
+                assert_eq!(s.indices, terms.iter().map(|t| t.0).collect::<Vec<_>>());
+                assert!(s.values.iter().all(|v| *v == 1.0));
+            }
+            other => panic!("not sparse: {other:?}"),
+        },
+        other => panic!("not nearest: {other:?}"),
+    }
 }

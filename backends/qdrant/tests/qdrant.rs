@@ -1,28 +1,55 @@
-//! Against a real Qdrant, only when `QDRANT_URL` (the gRPC endpoint, e.g.
-//! `http://127.0.0.1:6334`) is set; otherwise each test prints why it is
-//! skipped and passes. Loads the 89 fixture records (vectors + payload) into
-//! fresh collections, flat and nested, and checks that the store's answers
-//! equal an exact cosine ranking of the same records under the same filter.
+//! Against a real Qdrant: `QDRANT_URL` (the gRPC endpoint, e.g.
+//! `http://127.0.0.1:6334`) for one node, and `QDRANT_START` (the
+//! `start.sh` of `../shared/tools/qdrant`) for the cluster test, which starts
+//! three nodes of its own. `scripts/test` sets both. Without them each test
+//! prints why it is skipped and passes, except under `CI=true`, where a
+//! missing server is a failure.
+//!
+//! Loads the 89 fixture records (vectors + payload) into fresh collections,
+//! flat and nested, and checks that the store's answers equal an exact
+//! cosine ranking of the same records under the same filter; writes a
+//! folder through the indexer's sync and searches it densely and
+//! lexically; and kills a node of a three-node cluster during searches.
 
 mod grpc_fake;
 
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use qdrant_client::Qdrant;
 use qdrant_client::qdrant::{CreateCollectionBuilder, Distance, PointStruct, UpsertPointsBuilder, VectorParamsBuilder};
-use rr_core::{CallContext, Chunk, PathGlob, SearchFilter, VectorQuery, VectorStore};
-use rr_qdrant::{PayloadLayout, QdrantStore, RetryPolicy, Target};
+use rr_core::retrieval::LexicalQuery;
+use rr_core::{CallContext, Chunk, Embedder, IndexStore, PathGlob, SearchFilter, VectorQuery, VectorStore};
+use rr_indexer::{Build, Identity, IndexOptions, SyncOptions, sync_build};
+use rr_qdrant::{
+    DEFAULT_DENSE_VECTOR, DEFAULT_SPARSE_VECTOR, PayloadLayout, QdrantIndex, QdrantStore, RetryPolicy, Target,
+    WriteTarget, point_uuid,
+};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
-fn qdrant_url() -> Option<String> {
-    match std::env::var("QDRANT_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
+/// Whether a missing server must fail the test rather than skip it.
+fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn from_env(name: &str, what: &str) -> Option<String> {
+    match std::env::var(name) {
+        Ok(value) if !value.is_empty() => Some(value),
         _ => {
-            eprintln!("skipped: QDRANT_URL is not set (no Qdrant server to test against)");
+            assert!(!in_ci(), "CI=true but {name} is not set: {what} (scripts/test starts one)");
+            eprintln!("skipped: {name} is not set ({what})");
             None
         }
     }
+}
+
+fn qdrant_url() -> Option<String> {
+    from_env("QDRANT_URL", "no Qdrant server to test against")
+}
+
+fn client(url: &str) -> Qdrant {
+    Qdrant::from_url(url).skip_compatibility_check().build().expect("client")
 }
 
 fn fixture() -> Vec<Value> {
@@ -30,13 +57,6 @@ fn fixture() -> Vec<Value> {
 }
 
 use rr_testkit::record_embedding as embedding;
-
-/// A stable UUID for a record id (Qdrant ids are UUIDs or integers).
-fn point_uuid(id: &str) -> String {
-    let h = Sha256::digest(id.as_bytes());
-    let x: String = h.iter().take(16).map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &x[0..8], &x[8..12], &x[12..16], &x[16..20], &x[20..32])
-}
 
 fn payload(record: &Value, layout: &PayloadLayout) -> Map<String, Value> {
     let mut p = Map::new();
@@ -78,7 +98,7 @@ async fn load(client: &Qdrant, name: &str, layout: &PayloadLayout, records: &[Va
 #[tokio::test]
 async fn results_equal_an_exact_cosine_ranking_with_the_same_filters() {
     let Some(url) = qdrant_url() else { return };
-    let client = Qdrant::from_url(&url).skip_compatibility_check().build().expect("client");
+    let client = client(&url);
     let records = fixture();
     let by_uuid: std::collections::HashMap<String, &Value> =
         records.iter().map(|r| (point_uuid(r["id"].as_str().unwrap()), r)).collect();
@@ -89,7 +109,12 @@ async fn results_equal_an_exact_cosine_ranking_with_the_same_filters() {
         load(&client, collection, &layout, &records).await;
         let store = QdrantStore::new(
             Qdrant::from_url(&url).skip_compatibility_check().build().expect("client"),
-            Target { collection: collection.into(), vector_name: None, layout: layout.clone() },
+            Target {
+                collection: collection.into(),
+                vector_name: None,
+                sparse_vector_name: None,
+                layout: layout.clone(),
+            },
         );
         let ctx = CallContext::default();
         assert_eq!(store.dimension(&ctx).await.unwrap(), Some(embedding(&records[0]).len()));
@@ -117,7 +142,7 @@ async fn results_equal_an_exact_cosine_ranking_with_the_same_filters() {
             expected.sort_by(|a, b| b.0.total_cmp(&a.0));
             expected.truncate(n);
             assert_eq!(got.len(), expected.len(), "{collection} {glob:?}: result count");
-            let mut seen = std::collections::HashSet::new();
+            let mut seen = HashSet::new();
             for (i, (c, (score, _))) in got.iter().zip(&expected).enumerate() {
                 assert!(seen.insert(c.chunk.id.clone()), "duplicate {}", c.chunk.id);
                 let record = by_uuid[&c.chunk.id];
@@ -249,6 +274,7 @@ async fn transient_failures_are_retried_and_permanent_ones_are_not() {
     let target = |collection: &str| Target {
         collection: collection.into(),
         vector_name: None,
+        sparse_vector_name: None,
         layout: PayloadLayout::default(),
     };
     let store = |attempts, collection: &str| {
@@ -292,4 +318,297 @@ fn retry_delays_double_up_to_sixteen_times_the_base_and_honour_retry_after() {
     assert_eq!(ms(p.delay(1, Some(Duration::from_secs(3)))), 3000);
     assert_eq!(ms(p.delay(1, Some(Duration::from_secs(60)))), 8000);
     assert_eq!(ms(p.delay(3, Some(Duration::from_millis(10)))), 2000);
+}
+
+/// The records of `root` as the indexer builds them for acme/widgets@main.
+fn build(root: &Path) -> (Build, Identity) {
+    let identity = Identity::new("acme", "widgets", "main", "0123456789abcdef0123456789abcdef01234567");
+    let mut options = IndexOptions::default();
+    options.chunking.scheme = rr_indexer::ChunkingScheme::Semantic;
+    (rr_indexer::build(root, &identity, &options).expect("build"), identity)
+}
+
+/// `build(root)` synchronised into `index` with the potion embedder, as `index --qdrant-url` writes it.
+async fn sync(index: &QdrantIndex, root: &Path) -> rr_indexer::SyncSummary {
+    let (build, identity) = build(root);
+    let embedder = rr_potion::PotionEmbedder::new().expect("potion");
+    let opts = SyncOptions { document_prefix: String::new(), ..SyncOptions::default() };
+    sync_build(index, &embedder, build, &identity, &opts).await.expect("sync")
+}
+
+fn write_target(collection: &str) -> WriteTarget {
+    WriteTarget::new(collection)
+}
+
+/// A reader of what [`write_target`] writes: dense and sparse vectors.
+fn reader(url: &str, collection: &str) -> QdrantStore {
+    QdrantStore::new(
+        client(url),
+        Target {
+            collection: collection.into(),
+            vector_name: Some(DEFAULT_DENSE_VECTOR.into()),
+            sparse_vector_name: Some(DEFAULT_SPARSE_VECTOR.into()),
+            layout: PayloadLayout::default(),
+        },
+    )
+}
+
+async fn drop_collection(client: &Qdrant, name: &str) {
+    if client.collection_exists(name).await.expect("collection_exists") {
+        client.delete_collection(name).await.expect("delete_collection");
+    }
+}
+
+async fn query_embedding(text: &str) -> Vec<f32> {
+    let embedder = rr_potion::PotionEmbedder::new().expect("potion");
+    embedder.embed(&[text.to_owned()], &CallContext::default()).await.expect("embed").remove(0)
+}
+
+#[tokio::test]
+async fn the_indexer_writes_searchable_points_and_a_second_sync_writes_nothing() {
+    let Some(url) = qdrant_url() else { return };
+    let collection = "rr-qdrant-test-indexer";
+    let admin = client(&url);
+    drop_collection(&admin, collection).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("widgets");
+    rr_testkit::copy_dir(&rr_testkit::corpus(), &root);
+    let index = QdrantIndex::new(client(&url), write_target(collection), RetryPolicy::default());
+
+    let first = sync(&index, &root).await;
+    assert!(first.chunks_desired > 10, "{first:?}");
+    assert_eq!((first.chunks_added_or_updated, first.chunks_unchanged), (first.chunks_desired, 0));
+    let second = sync(&index, &root).await;
+    assert_eq!(
+        (second.chunks_added_or_updated, second.chunks_unchanged, second.chunks_deleted),
+        (0, first.chunks_desired, 0),
+        "a sync over unchanged files writes nothing"
+    );
+
+    // The points are the records: the payload the store reads, found by their record ids.
+    let (built, identity) = build(&root);
+    let mut listed = index.namespace_ids(&identity.namespace_id()).await.unwrap();
+    listed.sort();
+    let mut ids: Vec<String> = built.records.iter().map(|r| r.id.clone()).collect();
+    ids.sort();
+    assert_eq!(listed, ids);
+
+    let store = reader(&url, collection);
+    let ctx = CallContext::default();
+    assert_eq!(store.dimension(&ctx).await.unwrap(), Some(rr_potion::DIMENSION));
+    let by_point: std::collections::HashMap<String, &Chunk> =
+        built.records.iter().map(|r| (point_uuid(&r.id), r)).collect();
+    let filter = SearchFilter::scoped("acme", "widgets", "main", "");
+    let dense = VectorQuery {
+        embedding: query_embedding("load the configuration file").await,
+        n_results: 5,
+        filter: filter.clone(),
+    };
+    let got = store.query(&dense, &ctx).await.unwrap();
+    assert_eq!(got.len(), 5);
+    for c in &got {
+        let record = by_point[&c.chunk.id];
+        assert_eq!((&c.chunk.document, &c.chunk.metadata.path), (&record.document, &record.metadata.path));
+        assert_eq!(c.chunk.metadata.start_line, record.metadata.start_line);
+    }
+
+    // Lexical: the sparse BM25 vector finds an identifier's chunks, each holding one of its terms.
+    let lexical = store.lexical().expect("a store with a sparse vector ranks lexically");
+    let holder = built.records.iter().find(|r| r.document.contains("func Load")).expect("a chunk defining Load");
+    let q = LexicalQuery { text: "func Load".into(), n_results: 3, filter: filter.clone() };
+    let got = lexical.lexical_query(&q, &ctx).await.unwrap();
+    assert!(!got.is_empty());
+    assert!(
+        got.iter().any(|c| c.chunk.id == point_uuid(&holder.id)),
+        "{:?}",
+        got.iter().map(|c| &c.chunk.metadata.path).collect::<Vec<_>>()
+    );
+    for c in &got {
+        let text = c.chunk.document.to_lowercase();
+        assert!(text.contains("func") || text.contains("load"), "{}", c.chunk.metadata.path);
+    }
+    // Filters apply before the lexical ranking too.
+    let q = LexicalQuery {
+        text: "func Load".into(),
+        n_results: 3,
+        filter: SearchFilter::scoped("acme", "widgets", "main", "docs/*"),
+    };
+    for c in lexical.lexical_query(&q, &ctx).await.unwrap() {
+        assert!(c.chunk.metadata.path.starts_with("docs/"), "{}", c.chunk.metadata.path);
+    }
+    let q = LexicalQuery { text: "?! ,".into(), n_results: 3, filter };
+    assert!(lexical.lexical_query(&q, &ctx).await.unwrap().is_empty(), "no term, no match");
+
+    // A deleted file's records disappear; the others stay unchanged.
+    let gone = built.records.iter().find(|r| r.metadata.path.ends_with(".md")).unwrap().metadata.path.clone();
+    let gone_records = built.records.iter().filter(|r| r.metadata.path == gone).count();
+    std::fs::remove_file(root.join(&gone)).unwrap();
+    let third = sync(&index, &root).await;
+    assert_eq!(
+        (third.chunks_added_or_updated, third.chunks_deleted, third.chunks_unchanged),
+        (0, gone_records, first.chunks_desired - gone_records)
+    );
+    let listed: HashSet<String> = index.namespace_ids(&identity.namespace_id()).await.unwrap().into_iter().collect();
+    assert!(built.records.iter().filter(|r| r.metadata.path == gone).all(|r| !listed.contains(&r.id)));
+    drop_collection(&admin, collection).await;
+}
+
+/// Loopback ports `base + 10k + {0, 1, 2}` of `nodes` Qdrant nodes, all free now.
+fn free_cluster_base(nodes: u16) -> u16 {
+    for _ in 0..500 {
+        let base = 20000 + (rr_testkit::free_port() % 40000);
+        let ports: Vec<u16> = (0..nodes).flat_map(|k| (0..3).map(move |i| base + 10 * k + i)).collect();
+        let held: Vec<_> = ports.iter().map_while(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).ok()).collect();
+        if held.len() == ports.len() {
+            return base;
+        }
+    }
+    panic!("no free loopback ports for a cluster");
+}
+
+/// Nodes started by `start.sh`, stopped when dropped.
+struct Cluster {
+    start: PathBuf,
+    dir: tempfile::TempDir,
+    urls: Vec<String>,
+}
+
+impl Cluster {
+    fn start(script: &Path, nodes: u16) -> Cluster {
+        let dir = tempfile::tempdir().unwrap();
+        let base = free_cluster_base(nodes);
+        let out = std::process::Command::new("bash")
+            .arg(script)
+            .arg(dir.path())
+            .arg(nodes.to_string())
+            .arg(base.to_string())
+            .output()
+            .expect("run start.sh");
+        let urls = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect();
+        // Built before the check, so that the nodes that did start are stopped.
+        let cluster = Cluster { start: script.to_owned(), dir, urls };
+        assert!(out.status.success(), "start.sh failed: {}", String::from_utf8_lossy(&out.stderr));
+        cluster
+    }
+
+    /// Kills node `k` at once (SIGKILL), as a crashed machine leaves it.
+    fn kill(&self, k: usize) {
+        let pid = std::fs::read_to_string(self.dir.path().join(format!("node-{k}.pid"))).unwrap();
+        let status = std::process::Command::new("kill").arg("-9").arg(pid.trim()).status().unwrap();
+        assert!(status.success(), "kill node {k}");
+    }
+}
+
+impl Drop for Cluster {
+    /// Stops the nodes and waits for them to exit before their folder is removed.
+    fn drop(&mut self) {
+        let pids: Vec<String> = (0..self.urls.len())
+            .filter_map(|k| std::fs::read_to_string(self.dir.path().join(format!("node-{k}.pid"))).ok())
+            .map(|p| p.trim().to_owned())
+            .collect();
+        let _ = std::process::Command::new("bash").arg(&self.start).arg(self.dir.path()).arg("stop").status();
+        for pid in pids {
+            for _ in 0..100 {
+                let alive =
+                    std::process::Command::new("kill").args(["-0", &pid]).stderr(std::process::Stdio::null()).status();
+                if !alive.is_ok_and(|s| s.success()) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_node_cluster_answers_every_search_alike_while_a_node_is_killed() {
+    let Some(script) = from_env("QDRANT_START", "no start.sh to start a Qdrant cluster with") else { return };
+    let cluster = Cluster::start(Path::new(&script), 3);
+    assert_eq!(cluster.urls.len(), 3, "{:?}", cluster.urls);
+    let url = cluster.urls[0].clone();
+    let collection = "rr-qdrant-test-cluster";
+
+    // Three shards, two copies of each: every shard survives the loss of any one node.
+    let mut target = write_target(collection);
+    target.shards = Some(3);
+    target.replication_factor = Some(2);
+    let index = QdrantIndex::new(client(&url), target, RetryPolicy::default());
+    let root = rr_testkit::corpus();
+    let summary = sync(&index, &root).await;
+    assert!(summary.chunks_added_or_updated > 10, "{summary:?}");
+
+    let store = Arc::new(reader(&url, collection));
+    let ctx = CallContext::default();
+    let texts = [
+        "load the configuration",
+        "http server handler",
+        "parse command line flags",
+        "README",
+        "validate the settings",
+    ];
+    let mut queries = Vec::new();
+    for text in texts {
+        let filter = SearchFilter::scoped("acme", "widgets", "main", "");
+        queries.push((
+            VectorQuery { embedding: query_embedding(text).await, n_results: 5, filter: filter.clone() },
+            LexicalQuery { text: text.into(), n_results: 5, filter },
+        ));
+    }
+    let ids = |c: Vec<rr_core::Candidate>| c.into_iter().map(|c| c.chunk.id).collect::<Vec<_>>();
+    let mut before = Vec::new();
+    for (dense, lexical) in &queries {
+        let d = ids(store.query(dense, &ctx).await.unwrap());
+        let l = ids(store.lexical().unwrap().lexical_query(lexical, &ctx).await.unwrap());
+        assert_eq!(d.len(), 5);
+        assert!(!l.is_empty(), "no lexical match for {:?}", lexical.text);
+        before.push((d, l));
+    }
+
+    // Searches run without pause from before node 2 is killed until 40 rounds after.
+    let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (under_way, first_round) = tokio::sync::oneshot::channel::<()>();
+    let searching = {
+        let (store, queries, before, killed) = (store.clone(), queries.clone(), before.clone(), killed.clone());
+        tokio::spawn(async move {
+            let ctx = CallContext::default();
+            let mut under_way = Some(under_way);
+            let (mut rounds, mut after_kill) = (0usize, 0usize);
+            while after_kill < 40 {
+                let dead = killed.load(std::sync::atomic::Ordering::SeqCst);
+                for ((dense, lexical), (d, l)) in queries.iter().zip(&before) {
+                    let round = format!("round {rounds} ({after_kill} after the kill), {:?}", lexical.text);
+                    let got =
+                        store.query(dense, &ctx).await.map_err(|e| format!("{round}: dense search failed: {e}"))?;
+                    if &ids(got) != d {
+                        return Err(format!("{round}: dense results changed"));
+                    }
+                    let got = store
+                        .lexical()
+                        .unwrap()
+                        .lexical_query(lexical, &ctx)
+                        .await
+                        .map_err(|e| format!("{round}: lexical search failed: {e}"))?;
+                    if &ids(got) != l {
+                        return Err(format!("{round}: lexical results changed"));
+                    }
+                }
+                rounds += 1;
+                after_kill += usize::from(dead);
+                if let Some(signal) = under_way.take() {
+                    let _ = signal.send(());
+                }
+            }
+            Ok::<(usize, usize), String>((rounds, after_kill))
+        })
+    };
+    // Kill once searching is under way.
+    let _ = first_round.await;
+    cluster.kill(2);
+    killed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (rounds, after_kill) = searching.await.unwrap().unwrap_or_else(|e| panic!("{e}"));
+    assert!(rounds > after_kill, "searches ran before the kill too ({rounds} rounds in all)");
+    // And after the searches: the survivors still answer as before.
+    for ((dense, _), (d, _)) in queries.iter().zip(&before) {
+        assert_eq!(&ids(store.query(dense, &ctx).await.unwrap()), d);
+    }
 }

@@ -1,10 +1,12 @@
-//! `repo-retriever index`: a folder into the embedded store, or into a
-//! Chroma collection as `chromadb-repo-indexer` writes it.
+//! `repo-retriever index`: a folder into the embedded store, into a
+//! Chroma collection as `chromadb-repo-indexer` writes it, or into a Qdrant
+//! collection with dense and sparse BM25 vectors.
 
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser};
 use rr_engine::local::{ChromaTarget, IndexRequest};
+use rr_engine::qdrant::QdrantTarget;
 
 use super::args::{ChromaArgs, StoreArg};
 use crate::index_config::IndexConfig;
@@ -96,6 +98,20 @@ pub struct IndexArgs {
     pub lexical_index: Option<PathBuf>,
     #[command(flatten)]
     pub chroma: ChromaArgs,
+    /// Qdrant gRPC endpoint (e.g. http://127.0.0.1:6334): writes to the Qdrant collection --collection
+    /// names instead of the embedded store, creating it when absent, each chunk with its dense vector
+    /// and a sparse BM25 vector; the collection records its embedder (API key from QDRANT_API_KEY).
+    #[arg(long, value_name = "URL", requires = "collection", conflicts_with_all = ["chroma_url", "lexical_index"])]
+    pub qdrant_url: Option<String>,
+    /// The Qdrant collection to index into.
+    #[arg(long, value_name = "NAME", requires = "qdrant_url")]
+    pub collection: Option<String>,
+    /// Shards of a new Qdrant collection [default: one per node].
+    #[arg(long, value_name = "N", requires = "qdrant_url", value_parser = clap::value_parser!(u32).range(1..))]
+    pub shards: Option<u32>,
+    /// Copies of each shard of a new Qdrant collection, on as many nodes [default: 1].
+    #[arg(long, value_name = "N", requires = "qdrant_url", value_parser = clap::value_parser!(u32).range(1..))]
+    pub replication_factor: Option<u32>,
 }
 
 /// The largest file `index` and `serve --watch` read by default: as
@@ -155,6 +171,11 @@ pub fn request(args: &IndexArgs) -> Result<IndexRequest, String> {
     options.selection.max_file_bytes = args.max_file_bytes;
     options.chunking.chunk_size = args.chunk_size.or(file.chunking.chunk_size).unwrap_or(512);
     options.chunking.chunk_overlap = args.chunk_overlap.or(file.chunking.chunk_overlap).unwrap_or(64);
+    // A Qdrant collection records its embedder itself (see `qdrant_target`).
+    let to_qdrant = args.qdrant_url.is_some();
+    if to_qdrant && file.chroma.server_url.is_some() {
+        return Err("--qdrant-url and a Chroma target in --config: index into one of them".into());
+    }
     let to_chroma = args.chroma.chroma_url.is_some() || file.chroma.server_url.is_some();
     if to_chroma
         && args.lexical_index.is_none()
@@ -165,9 +186,11 @@ pub fn request(args: &IndexArgs) -> Result<IndexRequest, String> {
              vectors come from --embedding-api-url unless --lexical-index is given"
         ));
     }
-    let chroma = chroma_target(args, &file)?;
+    let chroma = if to_qdrant { None } else { chroma_target(args, &file)? };
     let store = args.lexical_index.clone().unwrap_or_else(|| args.store.dir());
-    choose_embedder(args, &file, &store)?;
+    if !to_qdrant {
+        choose_embedder(args, &file, &store)?;
+    }
     Ok(IndexRequest {
         root: args.dir.clone(),
         store,
@@ -250,8 +273,40 @@ fn chroma_target(args: &IndexArgs, file: &IndexConfig) -> Result<Option<ChromaTa
     Ok(Some(target))
 }
 
+/// The Qdrant collection `--qdrant-url` names, if any, with the embedder a
+/// new collection gets.
+pub fn qdrant_target(args: &IndexArgs) -> Result<Option<QdrantTarget>, String> {
+    let Some(url) = args.qdrant_url.clone() else { return Ok(None) };
+    let collection = args.collection.clone().unwrap_or_default();
+    if collection.is_empty() {
+        return Err("--collection must name a Qdrant collection".into());
+    }
+    let endpoint = match args.embedder.as_deref() {
+        Some("openai") => match (&args.chroma.embedding_api_url, &args.chroma.embedding_model) {
+            (Some(api_url), Some(model)) if !api_url.is_empty() && !model.is_empty() => {
+                Some(rr_engine::local::EmbeddingEndpoint { api_url: api_url.clone(), model: model.clone() })
+            }
+            _ => return Err("--embedder openai needs --embedding-api-url and --embedding-model".into()),
+        },
+        _ => None,
+    };
+    Ok(Some(QdrantTarget {
+        url,
+        collection,
+        // Secrets only from the environment, never from the command line or a file.
+        api_key: std::env::var(rr_engine::qdrant::API_KEY_ENV).ok().filter(|s| !s.is_empty()),
+        embedder: args.embedder.clone(),
+        endpoint,
+        query_prefix: args.query_prefix.clone(),
+        document_prefix: args.document_prefix.clone(),
+        shards: args.shards,
+        replication_factor: args.replication_factor,
+    }))
+}
+
 /// Indexes, with a progress bar on a terminal, and prints the summary.
 pub async fn run(args: IndexArgs) -> Result<bool, String> {
+    let qdrant = qdrant_target(&args)?;
     let mut request = request(&args)?;
     let bar = super::output::progress_bar(&format!("indexing {}", args.dir.display()));
     if let Some(bar) = &bar {
@@ -262,11 +317,14 @@ pub async fn run(args: IndexArgs) -> Result<bool, String> {
             bar.set_message(format!("{:?}", p.phase).to_lowercase());
         }));
     }
-    let summary = rr_engine::local::index(request).await;
+    let summary = match &qdrant {
+        Some(target) => rr_engine::qdrant::index(request, target).await.map_err(|e| e.to_string()),
+        None => rr_engine::local::index(request).await.map_err(|e| e.to_string()),
+    };
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    let summary = summary.map_err(|e| e.to_string())?;
+    let summary = summary?;
     for skipped in &summary.files_skipped {
         eprintln!("skipped {}: {}", skipped.path, skipped.reason);
     }
