@@ -446,7 +446,14 @@ impl Retriever {
         let deep = words(depth);
         let tokens = reads_head_again(query, &self.hybrid).then(|| query.lookup_tokens());
         let embedding = embedding.unwrap_or_default();
-        if let Some(inputs) = lexical.hybrid_inputs(&deep, &embedding, tokens.as_deref(), ctx).await {
+        // Only a store's own lexical ranking may answer the nearest neighbours
+        // with it: an index kept beside a store holds other vectors.
+        let own = store.lexical().is_some_and(|own| std::ptr::addr_eq(own, lexical));
+        let together = match own {
+            true => lexical.hybrid_inputs(&deep, &embedding, tokens.as_deref(), ctx).await,
+            false => None,
+        };
+        if let Some(inputs) = together {
             let HybridInputs { dense, lexical, statistics } = inputs?;
             return Ok(hybrid(query, dense, lexical, &self.hybrid, n_results, statistics.as_ref()));
         }
@@ -645,6 +652,16 @@ mod tests {
             _: &CallContext,
         ) -> Result<Option<TermStatistics>, BackendError> {
             Ok(Some(TermStatistics { rows: self.rows, frequencies: vec![1; tokens.len()] }))
+        }
+        // An index with vectors of its own: the engine must not take its neighbours for the store's.
+        async fn hybrid_inputs(
+            &self,
+            _: &LexicalQuery,
+            _: &[f32],
+            _: Option<&[String]>,
+            _: &CallContext,
+        ) -> Option<Result<HybridInputs, BackendError>> {
+            Some(Err(BackendError::new("beside", "asked for the store's nearest neighbours")))
         }
     }
 

@@ -196,11 +196,13 @@ pub trait LexicalStore: Send + Sync {
     async fn lexical_query(&self, query: &LexicalQuery, ctx: &CallContext) -> Result<Vec<Candidate>, BackendError>;
 
     /// The inputs of a hybrid ranking in one call, for a store that answers
-    /// them together more cheaply (one snapshot, each chunk read once): the
-    /// nearest neighbours of `embedding` and the lexical ranking, each to
+    /// them together more cheaply (one snapshot, each chunk read once): its
+    /// own nearest neighbours of `embedding` and the lexical ranking, each to
     /// `query.n_results`, and the statistics of `tokens` when given. `None`
     /// (the default): the engine asks for each. Either way the engine fuses
-    /// them; an answer must equal the three separate ones.
+    /// them; an answer must equal the three separate ones. The engine asks
+    /// only a store's own lexical ranking ([`VectorStore::lexical`]), never
+    /// an index kept beside another store.
     async fn hybrid_inputs(
         &self,
         _query: &LexicalQuery,
