@@ -531,13 +531,7 @@ pub(crate) async fn index_in(
     };
     let stream = tokio::task::spawn_blocking(move || rr_indexer::build_stream_known(&root, &identity, &options, known))
         .await??;
-    let opts = SyncOptions {
-        batch_size: request.batch_size,
-        dry_run: request.dry_run,
-        document_prefix: settings.document_prefix.clone(),
-        started: Some(started),
-        progress: request.progress.clone(),
-    };
+    let opts = sync_options(&request, &settings, started);
     let chunking = rr_indexer::ChunkingOptions { scheme: settings.chunking, ..request.options.chunking };
     let Some(store) = store else {
         let target = request.chroma.as_ref().ok_or(LocalError::NoTarget)?;
@@ -575,6 +569,18 @@ pub(crate) async fn index_in(
         write_settings(&request.store, &settings)?;
     }
     Ok(summary)
+}
+
+/// How a run of `request` synchronises: its batches, dry run and progress,
+/// the store's document prefix, timed from `started`.
+pub(crate) fn sync_options(request: &IndexRequest, settings: &StoreSettings, started: Instant) -> SyncOptions {
+    SyncOptions {
+        batch_size: request.batch_size,
+        dry_run: request.dry_run,
+        document_prefix: settings.document_prefix.clone(),
+        started: Some(started),
+        progress: request.progress.clone(),
+    }
 }
 
 /// The files of `namespace_id` whose records `store` holds, all of them,

@@ -22,13 +22,13 @@ use std::time::Instant;
 
 use qdrant_client::Qdrant;
 use rr_core::BackendError;
-use rr_indexer::sync::{SyncOptions, SyncSummary};
+use rr_indexer::sync::SyncSummary;
 use rr_qdrant::{QdrantIndex, RetryPolicy, WriteTarget};
 use serde_json::{Map, Value};
 
 use crate::local::{
     DEFAULT_EMBEDDED_CHUNKING, DEFAULT_EMBEDDER, EmbeddingEndpoint, IndexRequest, LocalError, StoreSettings,
-    embedder_for, new_store_settings, stream_into,
+    embedder_for, new_store_settings, stream_into, sync_options,
 };
 
 /// The collection metadata key of the [`StoreSettings`] it was written with.
@@ -192,13 +192,7 @@ pub async fn index(request: IndexRequest, target: &QdrantTarget) -> Result<SyncS
     .await
     .map_err(LocalError::from)?
     .map_err(LocalError::from)?;
-    let opts = SyncOptions {
-        batch_size: request.batch_size,
-        dry_run: request.dry_run,
-        document_prefix: settings.document_prefix.clone(),
-        started: Some(started),
-        progress: request.progress.clone(),
-    };
+    let opts = sync_options(&request, &settings, started);
     let embedder: Arc<dyn rr_core::Embedder> = embedder;
     Ok(stream_into(&index, embedder.as_ref(), None, stream, &request, &opts, chunking).await?)
 }

@@ -153,6 +153,14 @@ impl QdrantIndex {
 
     /// The metadata the collection was created with; `None` when it does not exist.
     pub async fn collection_metadata(&self) -> Result<Option<Map<String, Value>>, BackendError> {
+        let Some(config) = self.collection_config().await? else { return Ok(None) };
+        let metadata = config.map(|c| c.metadata).unwrap_or_default();
+        Ok(Some(metadata.into_iter().map(|(k, v)| (k, Value::from(v))).collect()))
+    }
+
+    /// The collection's configuration as the server reports it; `None` when
+    /// the collection does not exist, `Some(None)` when it reports none.
+    async fn collection_config(&self) -> Result<Option<Option<qdrant_client::qdrant::CollectionConfig>>, BackendError> {
         if !self.exists().await? {
             return Ok(None);
         }
@@ -164,24 +172,13 @@ impl QdrantIndex {
                 async move { client.collection_info(request).await }
             })
             .await?;
-        let metadata = info.result.and_then(|r| r.config).map(|c| c.metadata).unwrap_or_default();
-        Ok(Some(metadata.into_iter().map(|(k, v)| (k, Value::from(v))).collect()))
+        Ok(Some(info.result.and_then(|r| r.config)))
     }
 
     /// The size of the collection's dense vector, when it exists and has one.
     pub async fn dense_dimension(&self) -> Result<Option<usize>, BackendError> {
-        if !self.exists().await? {
-            return Ok(None);
-        }
-        let name = self.target.collection.clone();
-        let info = self
-            .client
-            .run(INFO_OPERATION, |client| {
-                let request = GetCollectionInfoRequest { collection_name: name.clone() };
-                async move { client.collection_info(request).await }
-            })
-            .await?;
-        let config = info.result.and_then(|r| r.config).and_then(|c| c.params).and_then(|p| p.vectors_config);
+        let Some(config) = self.collection_config().await? else { return Ok(None) };
+        let config = config.and_then(|c| c.params).and_then(|p| p.vectors_config);
         Ok(match config.and_then(|c| c.config) {
             Some(VectorsConfigKind::ParamsMap(m)) => m.map.get(&self.target.dense_vector).map(|p| p.size as usize),
             _ => None,
