@@ -228,36 +228,23 @@ pub fn fuse_candidates(lists: &[(f64, &[Candidate])], k: f64) -> Vec<Candidate> 
 /// How many of the lexical ranking's best a verbatim match is looked for in.
 pub const VERBATIM_DEPTH: usize = 5;
 
-/// `fused` with the lexical ranking's best [`VERBATIM_DEPTH`] that hold the
-/// query word for word ([`contains_verbatim`]) first, in the lexical
-/// order. A chunk that holds an error text or a several-word name exactly as
-/// asked for is what the question names; fusion with the dense ranking,
-/// which ranks by rank alone, could push it down behind chunks that merely
-/// resemble it.
-pub fn promote_verbatim<T: Clone + PartialEq>(fused: Vec<T>, verbatim: &[T]) -> Vec<T> {
-    if verbatim.is_empty() {
-        return fused;
-    }
-    let mut out = verbatim.to_vec();
-    out.extend(fused.into_iter().filter(|c| !verbatim.contains(c)));
-    out
-}
-
 /// The hybrid ranking before its head is read again: the two rankings
 /// fused, and how many verbatim matches lead it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Fused {
     /// Best first; `distance` is the negated fused score.
     pub candidates: Vec<Candidate>,
-    /// The first `verbatim` candidates hold the query word for word
-    /// ([`promote_verbatim`]).
+    /// The first `verbatim` candidates hold the query word for word, in the
+    /// lexical order: a chunk that holds an error text or a several-word
+    /// name exactly as asked for is what the question names, and fusion by
+    /// rank alone could push it below chunks that merely resemble it.
     pub verbatim: usize,
 }
 
 /// The one fusion of a dense and a lexical ranking (full lists, best
 /// first): weighted reciprocal-rank fusion on [`fusion_key`], then the best
 /// lexical results that hold a query of several words verbatim first
-/// ([`promote_verbatim`]).
+/// (see [`Fused::verbatim`]).
 pub fn fuse_hybrid(query: &Query, dense: Vec<Candidate>, lexical: Vec<Candidate>, options: &HybridOptions) -> Fused {
     let keys = |list: &[Candidate]| list.iter().map(fusion_key).collect::<Vec<String>>();
     let (dense_keys, lexical_keys) = (keys(&dense), keys(&lexical));

@@ -551,17 +551,7 @@ impl EmbeddedStore {
         let vector = view.vector_hits(&self.inner.reader, embedding, filter, depth)?;
         let mut reader = self.reader();
         let lexical = view.lexical_hits(&mut reader, query, filter, depth, plan)?;
-        let statistics = match tokens {
-            Some(tokens) => Some(TermStatistics {
-                rows: view.index.len() as u64,
-                frequencies: tokens
-                    .iter()
-                    .map(|token| reader.token_frequency(token, view.changes, plan))
-                    .collect::<rusqlite::Result<Vec<u64>>>()
-                    .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?,
-            }),
-            None => None,
-        };
+        let statistics = tokens.map(|tokens| view.term_statistics(&mut reader, tokens, plan)).transpose()?;
         // Each chunk read once; only those in both rankings are copied.
         let in_lexical: std::collections::HashSet<i64> = lexical.iter().map(|(pk, _)| *pk).collect();
         let mut seen = std::collections::HashSet::with_capacity(vector.len() + lexical.len());
@@ -587,18 +577,7 @@ impl EmbeddedStore {
     /// How many chunks hold each of `tokens`, and how many chunks there are
     /// ([`LexicalStore::term_statistics`]).
     pub fn term_statistics(&self, tokens: &[String]) -> Result<TermStatistics, EmbeddedError> {
-        self.term_statistics_planned(tokens, LexicalPlan::Index)
-    }
-
-    fn term_statistics_planned(&self, tokens: &[String], plan: LexicalPlan) -> Result<TermStatistics, EmbeddedError> {
-        let view = self.view()?;
-        let mut reader = self.reader();
-        let frequencies = tokens
-            .iter()
-            .map(|token| reader.token_frequency(token, view.changes, plan))
-            .collect::<rusqlite::Result<Vec<u64>>>()
-            .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?;
-        Ok(TermStatistics { rows: view.index.len() as u64, frequencies })
+        self.view()?.term_statistics(&mut self.reader(), tokens, LexicalPlan::Index)
     }
 
     /// The chunks of each language and each kind of file among those that
@@ -1231,6 +1210,21 @@ impl View<'_> {
             hits.extend(found);
         }
         Ok(hits)
+    }
+
+    /// How many rows hold each of `tokens`, and how many rows there are.
+    fn term_statistics(
+        &self,
+        reader: &mut Reader,
+        tokens: &[String],
+        plan: LexicalPlan,
+    ) -> Result<TermStatistics, EmbeddedError> {
+        let frequencies = tokens
+            .iter()
+            .map(|token| reader.token_frequency(token, self.changes, plan))
+            .collect::<rusqlite::Result<Vec<u64>>>()
+            .map_err(EmbeddedError::sqlite(QUERY_OPERATION))?;
+        Ok(TermStatistics { rows: self.index.len() as u64, frequencies })
     }
 
     /// Reads the chunks of `hits`, in order.
