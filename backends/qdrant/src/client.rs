@@ -13,6 +13,10 @@ pub const STORE_NAME: &str = "qdrant";
 pub const QUERY_OPERATION: &str = "Qdrant query";
 /// The operation name of the collection lookup in errors.
 pub const INFO_OPERATION: &str = "Qdrant collection info";
+/// The operation name of a count (term statistics) in errors.
+pub const COUNT_OPERATION: &str = "Qdrant count";
+/// The operation name of a facet (a collection's paths) in errors.
+pub const FACET_OPERATION: &str = "Qdrant facet";
 
 /// How often and how patiently a failed request is repeated.
 ///

@@ -12,7 +12,17 @@
 //! - its vectors are named: the embedder's under
 //!   [`WriteTarget::dense_vector`] (cosine) and the BM25 term weights of
 //!   [`crate::sparse`] under [`WriteTarget::sparse_vector`], a sparse vector
-//!   with Qdrant's `IDF` modifier.
+//!   with Qdrant's `IDF` modifier;
+//! - its distinct full-text terms sit in the payload under [`TERMS_KEY`],
+//!   a keyword-indexed list: Qdrant counts the points holding a term
+//!   (`count` with a `match`), which gives the document frequencies the
+//!   engine reads a hybrid ranking's head again with. Kept with the point,
+//!   they stay right as records come and go and over any number of shards.
+//!
+//! With [`WriteTarget::chunking`] set, each point also records under
+//! [`CHUNKING_KEY`] how its record was cut, so that a later run can tell
+//! from a namespace listing ([`QdrantIndex::namespace_files`]) which files
+//! it holds whole, by their text's hash, and need not read them again.
 //!
 //! The collection is created before the first upsert (never by a listing,
 //! so a dry run leaves the server as it was), with the shards, replication
@@ -54,6 +64,14 @@ pub const DEFAULT_DENSE_VECTOR: &str = "dense";
 pub const DEFAULT_SPARSE_VECTOR: &str = "bm25";
 /// The payload key of the record id.
 pub const RECORD_ID_KEY: &str = "record_id";
+/// The payload key of the chunking a point's record was cut with
+/// ([`WriteTarget::chunking`]).
+pub const CHUNKING_KEY: &str = "chunking_key";
+/// The payload key of a point's distinct full-text terms
+/// ([`sparse::document_terms`]), keyword-indexed in a collection the
+/// indexer creates; a collection without that index answers no term
+/// statistics.
+pub const TERMS_KEY: &str = "bm25_terms";
 /// The operation names in errors.
 pub const CREATE_OPERATION: &str = "Qdrant collection creation";
 pub const LIST_OPERATION: &str = "Qdrant namespace listing";
@@ -64,8 +82,9 @@ pub const DELETE_OPERATION: &str = "Qdrant delete";
 pub const MAX_BATCH_SIZE: usize = 256;
 /// Points per page of a namespace listing.
 const LIST_PAGE: u32 = 1000;
-/// The payload fields queries filter by, indexed as keywords.
-const INDEXED_FIELDS: &[&str] = &["namespace_id", "organization", "repository", "branch", "path", "language"];
+/// The payload fields queries filter by or count, indexed as keywords.
+const INDEXED_FIELDS: &[&str] =
+    &["namespace_id", "organization", "repository", "branch", "path", "language", TERMS_KEY];
 
 /// Where the indexer writes, and how a new collection is laid out.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +101,21 @@ pub struct WriteTarget {
     /// Written as the collection's metadata when it is created: what a
     /// reader needs to know (the embedder, the prefixes, the chunking).
     pub metadata: Map<String, Value>,
+    /// The key of the chunking the records are cut with
+    /// (`rr_indexer::ChunkingOptions::key`), written into every point.
+    pub chunking: Option<String>,
+}
+
+/// A file of a namespace as its points tell it ([`QdrantIndex::namespace_files`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredFile {
+    pub path: String,
+    /// The SHA-256 of the file's text.
+    pub file_hash: String,
+    /// The records the file was cut into.
+    pub chunks: usize,
+    /// The [`WriteTarget::chunking`] its points record, empty when one does not.
+    pub chunking: String,
 }
 
 impl WriteTarget {
@@ -95,6 +129,7 @@ impl WriteTarget {
             shards: None,
             replication_factor: None,
             metadata: Map::new(),
+            chunking: None,
         }
     }
 }
@@ -246,6 +281,83 @@ impl QdrantIndex {
         Ok(())
     }
 
+    /// Calls `each` with the payload fields `fields` of every point whose
+    /// `namespace_id` matches; none when the collection does not exist.
+    async fn scroll_namespace(
+        &self,
+        namespace_id: &str,
+        fields: &[&str],
+        mut each: impl FnMut(&HashMap<String, qdrant_client::qdrant::Value>),
+    ) -> Result<(), BackendError> {
+        if !self.exists().await? {
+            return Ok(());
+        }
+        let mut offset = None;
+        loop {
+            let request = ScrollPoints {
+                collection_name: self.target.collection.clone(),
+                filter: Some(Filter::must([Condition::matches(
+                    "namespace_id",
+                    MatchValue::Keyword(namespace_id.to_owned()),
+                )])),
+                offset: offset.take(),
+                limit: Some(LIST_PAGE),
+                with_payload: Some(WithPayloadSelector {
+                    selector_options: Some(SelectorOptions::Include(PayloadIncludeSelector {
+                        fields: fields.iter().map(|f| (*f).to_owned()).collect(),
+                    })),
+                }),
+                with_vectors: Some(false.into()),
+                ..Default::default()
+            };
+            let page = self
+                .client
+                .run(LIST_OPERATION, |client| {
+                    let request = request.clone();
+                    async move { client.scroll(request).await }
+                })
+                .await?;
+            for point in &page.result {
+                each(&point.payload);
+            }
+            match page.next_page_offset {
+                Some(next) => offset = Some(next),
+                None => return Ok(()),
+            }
+        }
+    }
+
+    /// Every record id of a namespace, and the files its points come from
+    /// (one entry per file, as its first point listed tells it): what a sync
+    /// needs to know which files it holds whole.
+    pub async fn namespace_files(&self, namespace_id: &str) -> Result<(Vec<String>, Vec<StoredFile>), BackendError> {
+        let mut ids = Vec::new();
+        let mut files: HashMap<String, StoredFile> = HashMap::new();
+        let fields = [RECORD_ID_KEY, "path", "file_hash", "chunk_count", CHUNKING_KEY];
+        self.scroll_namespace(namespace_id, &fields, |payload| {
+            let Some(id) = payload.get(RECORD_ID_KEY).and_then(|v| v.as_str().cloned()) else { return };
+            ids.push(id);
+            let text = |key: &str| payload.get(key).and_then(|v| v.as_str().cloned()).unwrap_or_default();
+            let path = text("path");
+            let chunks = payload.get("chunk_count").and_then(|v| v.as_integer()).unwrap_or(0).max(0) as usize;
+            let file =
+                StoredFile { path: path.clone(), file_hash: text("file_hash"), chunks, chunking: text(CHUNKING_KEY) };
+            // Points of one file that disagree (a run stopped between two versions of it): it is read again.
+            files
+                .entry(path)
+                .and_modify(|known| {
+                    if *known != file {
+                        known.chunking.clear();
+                    }
+                })
+                .or_insert(file);
+        })
+        .await?;
+        let mut files: Vec<StoredFile> = files.into_values().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok((ids, files))
+    }
+
     /// One point of a record.
     fn point(&self, record: &EmbeddedChunk) -> Result<PointStruct, BackendError> {
         let mut payload = match serde_json::to_value(&record.chunk.metadata) {
@@ -254,12 +366,16 @@ impl QdrantIndex {
         };
         payload.insert(DEFAULT_DOCUMENT_KEY.into(), Value::String(record.chunk.document.clone()));
         payload.insert(RECORD_ID_KEY.into(), Value::String(record.chunk.id.clone()));
+        if let Some(chunking) = &self.target.chunking {
+            payload.insert(CHUNKING_KEY.into(), Value::String(chunking.clone()));
+        }
+        let (vector, terms) = sparse::document_terms(&record.chunk.document, self.target.avg_tokens);
+        payload.insert(TERMS_KEY.into(), Value::from(terms));
         let payload = Payload::try_from(Value::Object(payload))
             .map_err(|e| BackendError::new(STORE_NAME, format!("{UPSERT_OPERATION} failed: {e}")))?;
-        let terms = sparse::document_vector(&record.chunk.document, self.target.avg_tokens);
         let vectors = NamedVectors::default()
             .add_vector(self.target.dense_vector.clone(), Vector::new_dense(record.embedding.clone()))
-            .add_vector(self.target.sparse_vector.clone(), Vector::from(terms));
+            .add_vector(self.target.sparse_vector.clone(), Vector::from(vector));
         Ok(PointStruct::new(point_uuid(&record.chunk.id), vectors, payload))
     }
 }
@@ -279,42 +395,13 @@ impl IndexStore for QdrantIndex {
     /// Scrolls the points whose `namespace_id` matches, reading only their
     /// record ids; empty when the collection does not exist.
     async fn namespace_ids(&self, namespace_id: &str) -> Result<Vec<String>, BackendError> {
-        if !self.exists().await? {
-            return Ok(Vec::new());
-        }
         let mut ids = Vec::new();
-        let mut offset = None;
-        loop {
-            let request = ScrollPoints {
-                collection_name: self.target.collection.clone(),
-                filter: Some(Filter::must([Condition::matches(
-                    "namespace_id",
-                    MatchValue::Keyword(namespace_id.to_owned()),
-                )])),
-                offset: offset.take(),
-                limit: Some(LIST_PAGE),
-                with_payload: Some(WithPayloadSelector {
-                    selector_options: Some(SelectorOptions::Include(PayloadIncludeSelector {
-                        fields: vec![RECORD_ID_KEY.to_owned()],
-                    })),
-                }),
-                with_vectors: Some(false.into()),
-                ..Default::default()
-            };
-            let page = self
-                .client
-                .run(LIST_OPERATION, |client| {
-                    let request = request.clone();
-                    async move { client.scroll(request).await }
-                })
-                .await?;
+        self.scroll_namespace(namespace_id, &[RECORD_ID_KEY], |payload| {
             // A point without a record id was not written by the indexer: not ours to list.
-            ids.extend(page.result.iter().filter_map(|p| p.payload.get(RECORD_ID_KEY)?.as_str().cloned()));
-            match page.next_page_offset {
-                Some(next) => offset = Some(next),
-                None => return Ok(ids),
-            }
-        }
+            ids.extend(payload.get(RECORD_ID_KEY).and_then(|v| v.as_str().cloned()));
+        })
+        .await?;
+        Ok(ids)
     }
 
     async fn upsert(&self, records: &[EmbeddedChunk]) -> Result<(), BackendError> {

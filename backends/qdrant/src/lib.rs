@@ -51,31 +51,58 @@
 //! [`Target::sparse_vector_name`] is set answers lexical queries over that
 //! vector ([`LexicalStore`]), so the engine's `lexical` and `hybrid` modes
 //! run over a collection the indexer wrote.
+//!
+//! # What the engine reads besides the rankings
+//!
+//! The engine reads a hybrid ranking's head again with the document
+//! frequencies of the query's tokens, and adds the chunks of the files a
+//! query names to what the code ranking reads. Qdrant answers both from
+//! payload indexes the indexer creates, so they stay right under
+//! incremental writes and across shards:
+//!
+//! - [`LexicalStore::term_statistics`]: one exact `count` of the points
+//!   whose [`TERMS_KEY`] list holds each token, and one of all points, run
+//!   concurrently; answered only when the collection has a keyword index
+//!   on [`TERMS_KEY`] (a collection the indexer did not create has none,
+//!   and its head keeps the fused order);
+//! - [`LexicalStore::named_files`]: the distinct paths under the filter, a
+//!   `facet` over the keyword-indexed `path` field, each scored by
+//!   [`rr_core::code_rank::names_file`] as the embedded store scores its
+//!   files; then the chunks of the best [`NAMED_FILES`] files in one
+//!   filtered scroll, in line order, at most [`CHUNKS_PER_NAMED_FILE`] of
+//!   each. Answered only when `path` is keyword-indexed.
 
 mod client;
 mod index;
 mod registry;
 pub mod sparse;
 
-pub use client::{INFO_OPERATION, QUERY_OPERATION, RetryPolicy, RetryingClient, STORE_NAME};
+pub use client::{
+    COUNT_OPERATION, FACET_OPERATION, INFO_OPERATION, QUERY_OPERATION, RetryPolicy, RetryingClient, STORE_NAME,
+};
 pub use index::{
-    AVG_TOKENS_KEY, CREATE_OPERATION, DEFAULT_DENSE_VECTOR, DEFAULT_DOCUMENT_KEY, DEFAULT_SPARSE_VECTOR,
-    DELETE_OPERATION, LIST_OPERATION, QdrantIndex, RECORD_ID_KEY, UPSERT_OPERATION, WriteTarget, point_uuid,
+    AVG_TOKENS_KEY, CHUNKING_KEY, CREATE_OPERATION, DEFAULT_DENSE_VECTOR, DEFAULT_DOCUMENT_KEY, DEFAULT_SPARSE_VECTOR,
+    DELETE_OPERATION, LIST_OPERATION, QdrantIndex, RECORD_ID_KEY, StoredFile, TERMS_KEY, UPSERT_OPERATION, WriteTarget,
+    point_uuid,
 };
 
 use std::collections::HashSet;
 
 use async_trait::async_trait;
 use qdrant_client::Qdrant;
+use qdrant_client::qdrant::facet_value::Variant as FacetVariant;
 use qdrant_client::qdrant::r#match::MatchValue;
 use qdrant_client::qdrant::point_id::PointIdOptions;
 use qdrant_client::qdrant::vectors_config::Config as VectorsConfigKind;
 use qdrant_client::qdrant::with_payload_selector::SelectorOptions;
 use qdrant_client::qdrant::{
-    Condition, Filter, GetCollectionInfoRequest, PayloadIncludeSelector, PointId, Query, QueryPoints, RepeatedStrings,
-    ScoredPoint, VectorInput, WithPayloadSelector,
+    Condition, CountPoints, FacetCounts, Filter, GetCollectionInfoRequest, PayloadIncludeSelector, PointId, Query,
+    QueryPoints, RepeatedStrings, ScoredPoint, ScrollPoints, VectorInput, WithPayloadSelector,
 };
+use rr_core::code_rank::{CHUNKS_PER_NAMED_FILE, NAMED_FILES};
+use rr_core::paths::PathClass;
 use rr_core::retrieval::{LexicalQuery, LexicalStore};
+use rr_core::traits::TermStatistics;
 use rr_core::{
     BackendError, CallContext, Candidate, Chunk, Metadata, PathGlob, SearchFilter, VectorQuery, VectorStore,
 };
@@ -124,13 +151,17 @@ impl PayloadLayout {
 
     /// A chunk from a point's id and payload (lenient like
     /// [`Metadata::from_map`]: a missing or odd field reads as empty).
+    /// The indexer's term list ([`TERMS_KEY`]) is no metadata and is left out.
     pub fn chunk(&self, id: String, mut payload: Map<String, Value>) -> Chunk {
         let document = match payload.remove(&self.document_key) {
             Some(Value::String(s)) => s,
             _ => String::new(),
         };
         let metadata = match &self.metadata_key {
-            None => Metadata::from_map(payload),
+            None => {
+                payload.remove(TERMS_KEY);
+                Metadata::from_map(payload)
+            }
             Some(k) => match payload.remove(k) {
                 Some(Value::Object(m)) => Metadata::from_map(m),
                 _ => Metadata::default(),
@@ -327,10 +358,27 @@ pub async fn run_ranked(
     }
 }
 
+/// What a collection's payload indexes let the store answer besides its
+/// rankings (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Indexed {
+    /// [`TERMS_KEY`] is keyword-indexed: term statistics.
+    pub terms: bool,
+    /// The `path` field is keyword-indexed: the files a query names.
+    pub paths: bool,
+}
+
+/// Most distinct paths one facet request lists for [`LexicalStore::named_files`].
+pub const MAX_FACET_PATHS: u64 = 1_000_000;
+/// Points per page of the scroll over the named files' chunks.
+const NAMED_PAGE: u32 = 256;
+
 /// A Qdrant collection as a [`VectorStore`].
 pub struct QdrantStore {
     client: RetryingClient,
     target: Target,
+    /// Read from the collection's info once, at the first need.
+    indexed: tokio::sync::OnceCell<Indexed>,
 }
 
 impl std::fmt::Debug for QdrantStore {
@@ -347,12 +395,160 @@ impl QdrantStore {
     }
 
     pub fn with_retry(client: Qdrant, target: Target, policy: RetryPolicy) -> Self {
-        QdrantStore { client: RetryingClient::new(client, policy), target }
+        QdrantStore { client: RetryingClient::new(client, policy), target, indexed: tokio::sync::OnceCell::new() }
     }
 
     pub fn target(&self) -> &Target {
         &self.target
     }
+
+    /// The collection's info, as the server reports it.
+    async fn info(&self) -> Result<Option<qdrant_client::qdrant::CollectionInfo>, BackendError> {
+        let collection_name = self.target.collection.clone();
+        let info = self
+            .client
+            .run(INFO_OPERATION, |client| {
+                let request = GetCollectionInfoRequest { collection_name: collection_name.clone() };
+                async move { client.collection_info(request).await }
+            })
+            .await?;
+        Ok(info.result)
+    }
+
+    /// Which payload indexes the collection has (read once; a failure is
+    /// not remembered, so a later call asks again).
+    pub async fn indexed(&self) -> Result<Indexed, BackendError> {
+        self.indexed
+            .get_or_try_init(|| async {
+                let schema = self.info().await?.map(|i| i.payload_schema).unwrap_or_default();
+                let keyword = |key: &str| {
+                    schema
+                        .get(key)
+                        .is_some_and(|s| s.data_type == qdrant_client::qdrant::PayloadSchemaType::Keyword as i32)
+                };
+                Ok(Indexed { terms: keyword(TERMS_KEY), paths: keyword(&self.target.layout.field_key("path")) })
+            })
+            .await
+            .copied()
+    }
+
+    /// How many points pass `filter` (all when `None`), counted exactly.
+    async fn count(&self, filter: Option<Filter>) -> Result<u64, BackendError> {
+        let request = CountPoints {
+            collection_name: self.target.collection.clone(),
+            filter,
+            exact: Some(true),
+            ..Default::default()
+        };
+        let counted = self
+            .client
+            .run(COUNT_OPERATION, |client| {
+                let request = request.clone();
+                async move { client.count(request).await }
+            })
+            .await?;
+        Ok(counted.result.map_or(0, |r| r.count))
+    }
+
+    /// The distinct paths of the points passing `filter`'s server-side conditions.
+    async fn paths(&self, filter: &SearchFilter) -> Result<Vec<String>, BackendError> {
+        let request = FacetCounts {
+            collection_name: self.target.collection.clone(),
+            key: self.target.layout.field_key("path"),
+            filter: build_filter(filter, &self.target.layout),
+            limit: Some(MAX_FACET_PATHS),
+            exact: Some(true),
+            ..Default::default()
+        };
+        let facets = self
+            .client
+            .run(FACET_OPERATION, |client| {
+                let request = request.clone();
+                async move { client.facet(request).await }
+            })
+            .await?;
+        Ok(facets
+            .hits
+            .into_iter()
+            .filter_map(|hit| match hit.value?.variant? {
+                FacetVariant::StringValue(path) => Some(path),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// Every chunk of `paths` that passes `filter`, each file's in line
+    /// order, at most [`CHUNKS_PER_NAMED_FILE`] of each, files in the order given.
+    async fn chunks_of(&self, paths: &[String], filter: &SearchFilter) -> Result<Vec<Candidate>, BackendError> {
+        let layout = &self.target.layout;
+        let mut conditions = build_filter(filter, layout).map(|f| f.must).unwrap_or_default();
+        let strings = RepeatedStrings { strings: paths.to_vec() };
+        conditions.push(Condition::matches(layout.field_key("path"), MatchValue::Keywords(strings)));
+        let mut by_file: Vec<Vec<Candidate>> = vec![Vec::new(); paths.len()];
+        let mut offset = None;
+        loop {
+            let request = ScrollPoints {
+                collection_name: self.target.collection.clone(),
+                filter: Some(Filter::must(conditions.clone())),
+                offset: offset.take(),
+                limit: Some(NAMED_PAGE),
+                with_payload: Some(layout.payload_selector()),
+                with_vectors: Some(false.into()),
+                ..Default::default()
+            };
+            let page = self
+                .client
+                .run(QUERY_OPERATION, |client| {
+                    let request = request.clone();
+                    async move { client.scroll(request).await }
+                })
+                .await?;
+            for point in page.result {
+                let payload: Map<String, Value> = point.payload.into_iter().map(|(k, v)| (k, Value::from(v))).collect();
+                let chunk = layout.chunk(point_id_string(point.id.as_ref()), payload);
+                if !filter.matches(&chunk) {
+                    continue;
+                }
+                if let Some(file) = paths.iter().position(|p| *p == chunk.metadata.path) {
+                    by_file[file].push(Candidate { chunk, distance: None });
+                }
+            }
+            match page.next_page_offset {
+                Some(next) => offset = Some(next),
+                None => break,
+            }
+        }
+        let mut out = Vec::new();
+        for mut chunks in by_file {
+            chunks.sort_by_key(|c| (c.chunk.metadata.start_line, c.chunk.metadata.chunk_index));
+            out.extend(chunks.into_iter().take(CHUNKS_PER_NAMED_FILE));
+        }
+        Ok(out)
+    }
+}
+
+/// Whether `path` passes the parts of `filter` that no payload condition
+/// expresses (a glob with wildcards, the kinds of file), judged on the path
+/// alone, as a file is before its chunks are read.
+fn path_passes(filter: &SearchFilter, path: &str) -> bool {
+    let source = || format!("Source: {}/{}@{}:{path}", filter.organization, filter.repository, filter.branch);
+    local_glob(filter).is_none_or(|glob| glob.matches_document(&source()))
+        && (filter.kinds.is_empty() || filter.kinds.contains(&PathClass::of(path)))
+}
+
+/// The files `score` names most strongly, at most `files`. Ties go in the
+/// order of the SHA-256 of the path, the order in which the indexer writes
+/// a repository's files, so that a tie is broken as the embedded store
+/// breaks it (by the order it first stored the files).
+pub fn best_named(paths: Vec<String>, files: usize, score: impl Fn(&str) -> f64) -> Vec<String> {
+    use sha2::{Digest, Sha256};
+    let mut named: Vec<(f64, [u8; 32], String)> = paths
+        .into_iter()
+        .map(|p| (score(&p), Sha256::digest(p.as_bytes()).into(), p))
+        .filter(|(s, _, _)| *s > 0.0)
+        .collect();
+    named.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    named.into_iter().take(files).map(|(_, _, p)| p).collect()
 }
 
 #[async_trait]
@@ -372,15 +568,8 @@ impl VectorStore for QdrantStore {
 
     /// The size of the searched vector (the named one when configured).
     async fn dimension(&self, _ctx: &CallContext) -> Result<Option<usize>, BackendError> {
-        let collection_name = self.target.collection.clone();
-        let info = self
-            .client
-            .run(INFO_OPERATION, |client| {
-                let request = GetCollectionInfoRequest { collection_name: collection_name.clone() };
-                async move { client.collection_info(request).await }
-            })
-            .await?;
-        let config = info.result.and_then(|r| r.config).and_then(|c| c.params).and_then(|p| p.vectors_config);
+        let info = self.info().await?;
+        let config = info.and_then(|r| r.config).and_then(|c| c.params).and_then(|p| p.vectors_config);
         let size = match config.and_then(|c| c.config) {
             Some(VectorsConfigKind::Params(p)) if self.target.vector_name.is_none() => Some(p.size),
             Some(VectorsConfigKind::ParamsMap(m)) => {
@@ -402,6 +591,44 @@ impl LexicalStore for QdrantStore {
             return Ok(Vec::new());
         }
         run_ranked(&self.client, &self.target, &Ranking::Sparse(terms), &query.filter, query.n_results).await
+    }
+
+    /// Counted by Qdrant over the keyword-indexed term lists (module docs).
+    async fn term_statistics(
+        &self,
+        tokens: &[String],
+        _ctx: &CallContext,
+    ) -> Result<Option<TermStatistics>, BackendError> {
+        if !self.indexed().await?.terms {
+            return Ok(None);
+        }
+        let holding =
+            |token: &String| Filter::must([Condition::matches(TERMS_KEY, MatchValue::Keyword(token.clone()))]);
+        let (rows, frequencies) = futures::join!(
+            self.count(None),
+            futures::future::try_join_all(tokens.iter().map(|t| self.count(Some(holding(t)))))
+        );
+        Ok(Some(TermStatistics { rows: rows?, frequencies: frequencies? }))
+    }
+
+    /// The best-named files among the collection's paths (module docs).
+    async fn named_files(
+        &self,
+        query: &rr_core::Query,
+        filter: &SearchFilter,
+        _ctx: &CallContext,
+    ) -> Result<Vec<Candidate>, BackendError> {
+        let shape = &query.shape;
+        let may_name = shape.symbol.is_some() || !shape.identifiers.is_empty() || shape.keywords.len() >= 2;
+        if !may_name || !self.indexed().await?.paths {
+            return Ok(Vec::new());
+        }
+        let paths: Vec<String> = self.paths(filter).await?.into_iter().filter(|p| path_passes(filter, p)).collect();
+        let named = best_named(paths, NAMED_FILES, |path| rr_core::code_rank::names_file(shape, path));
+        if named.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.chunks_of(&named, filter).await
     }
 }
 

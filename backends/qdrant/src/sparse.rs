@@ -68,13 +68,23 @@ pub fn term_frequencies(document: &str) -> (HashMap<String, f32>, usize) {
 /// The sparse vector of `document`: each term's BM25 term-frequency part,
 /// sorted by index.
 pub fn document_vector(document: &str, avg_tokens: f32) -> Vec<(u32, f32)> {
+    document_terms(document, avg_tokens).0
+}
+
+/// [`document_vector`] and the distinct terms of `document`, sorted: the
+/// tokens a chunk holds as the embedded store's full-text index counts them
+/// (a row holds a token when any column does), which the indexer keeps in
+/// the payload so that Qdrant can count the chunks holding a term.
+pub fn document_terms(document: &str, avg_tokens: f32) -> (Vec<(u32, f32)>, Vec<String>) {
     let (freq, length) = term_frequencies(document);
     let norm = K1 * (1.0 - B + B * length as f32 / avg_tokens.max(1.0));
     let mut by_index: BTreeMap<u32, f32> = BTreeMap::new();
-    for (term, f) in freq {
-        *by_index.entry(term_index(&term)).or_default() += f * (K1 + 1.0) / (f + norm);
+    for (term, f) in &freq {
+        *by_index.entry(term_index(term)).or_default() += f * (K1 + 1.0) / (f + norm);
     }
-    by_index.into_iter().collect()
+    let mut terms: Vec<String> = freq.into_keys().collect();
+    terms.sort_unstable();
+    (by_index.into_iter().collect(), terms)
 }
 
 /// The sparse vector of a query: each term the embedded store searches that
@@ -108,6 +118,9 @@ mod tests {
         assert_eq!(freq["pars"], 0.25);
         assert_eq!(freq["rule"], 0.25);
         assert!(!freq.contains_key("parsing_rules"));
+        let (vector, terms) = document_terms("fn loadConfig(parsing_rules) {}", DEFAULT_AVG_TOKENS);
+        assert_eq!(terms, ["config", "fn", "load", "loadconfig", "pars", "parsing", "rule", "rules"]);
+        assert_eq!(vector, document_vector("fn loadConfig(parsing_rules) {}", DEFAULT_AVG_TOKENS));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! flat and nested, and checks that the store's answers equal an exact
 //! cosine ranking of the same records under the same filter; writes a
 //! folder through the indexer's sync and searches it densely and
-//! lexically; and kills a node of a three-node cluster during searches.
+//! lexically; checks the term counts and the named files the server answers
+//! against the embedded store's over the same records; and kills a node of
+//! a three-node cluster during searches.
 
 mod grpc_fake;
 
@@ -20,11 +22,12 @@ use std::sync::Arc;
 use qdrant_client::Qdrant;
 use qdrant_client::qdrant::{CreateCollectionBuilder, Distance, PointStruct, UpsertPointsBuilder, VectorParamsBuilder};
 use rr_core::retrieval::LexicalQuery;
+use rr_core::traits::TermStatistics;
 use rr_core::{CallContext, Chunk, Embedder, IndexStore, PathGlob, SearchFilter, VectorQuery, VectorStore};
 use rr_indexer::{Build, Identity, IndexOptions, SyncOptions, sync_build};
 use rr_qdrant::{
-    DEFAULT_DENSE_VECTOR, DEFAULT_SPARSE_VECTOR, PayloadLayout, QdrantIndex, QdrantStore, RetryPolicy, Target,
-    WriteTarget, point_uuid,
+    DEFAULT_DENSE_VECTOR, DEFAULT_SPARSE_VECTOR, PayloadLayout, QdrantIndex, QdrantStore, RetryPolicy, TERMS_KEY,
+    Target, WriteTarget, point_uuid,
 };
 use serde_json::{Map, Value};
 
@@ -329,7 +332,7 @@ fn build(root: &Path) -> (Build, Identity) {
 }
 
 /// `build(root)` synchronised into `index` with the potion embedder, as `index --qdrant-url` writes it.
-async fn sync(index: &QdrantIndex, root: &Path) -> rr_indexer::SyncSummary {
+async fn sync(index: &dyn IndexStore, root: &Path) -> rr_indexer::SyncSummary {
     let (build, identity) = build(root);
     let embedder = rr_potion::PotionEmbedder::new().expect("potion");
     let opts = SyncOptions { document_prefix: String::new(), ..SyncOptions::default() };
@@ -450,6 +453,86 @@ async fn the_indexer_writes_searchable_points_and_a_second_sync_writes_nothing()
     );
     let listed: HashSet<String> = index.namespace_ids(&identity.namespace_id()).await.unwrap().into_iter().collect();
     assert!(built.records.iter().filter(|r| r.metadata.path == gone).all(|r| !listed.contains(&r.id)));
+    drop_collection(&admin, collection).await;
+}
+
+/// Each named file's path and first line, in the order given.
+fn files_and_lines(chunks: &[rr_core::Candidate]) -> Vec<(String, i64)> {
+    chunks.iter().map(|c| (c.chunk.metadata.path.clone(), c.chunk.metadata.start_line)).collect()
+}
+
+#[tokio::test]
+async fn term_counts_and_named_files_are_the_embedded_stores_and_follow_a_sync() {
+    let Some(url) = qdrant_url() else { return };
+    let collection = "rr-qdrant-test-statistics";
+    let admin = client(&url);
+    drop_collection(&admin, collection).await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("widgets");
+    rr_testkit::copy_dir(&rr_testkit::corpus(), &root);
+    let index = QdrantIndex::new(client(&url), write_target(collection), RetryPolicy::default());
+    let embedded = rr_embedded::EmbeddedStore::open(dir.path().join("store")).unwrap();
+    let first = sync(&index, &root).await;
+    assert_eq!(sync(&embedded, &root).await.chunks_desired, first.chunks_desired);
+
+    let store = reader(&url, collection);
+    let lexical = store.lexical().unwrap();
+    let ctx = CallContext::default();
+    let tokens: Vec<String> =
+        ["config", "load", "pars", "widget", "store", "nosuchtoken"].iter().map(|t| t.to_string()).collect();
+    let counted = lexical.term_statistics(&tokens, &ctx).await.unwrap().expect("the indexer's collection counts terms");
+    assert_eq!(counted, embedded.term_statistics(&tokens).unwrap());
+    assert_eq!(counted, TermStatistics { rows: 88, frequencies: vec![54, 5, 2, 88, 56, 0] });
+
+    // A file the query names, with its chunks in line order; the same as the embedded store's.
+    let filter = SearchFilter::scoped("acme", "widgets", "main", "");
+    let query = rr_core::Query::new("the config loader config.go");
+    let named = lexical.named_files(&query, &filter, &ctx).await.unwrap();
+    assert_eq!(files_and_lines(&named), files_and_lines(&embedded.named_files(&query, &filter).unwrap()));
+    let config = |line: i64| ("internal/config/config.go".to_owned(), line);
+    assert_eq!(
+        files_and_lines(&named),
+        [config(1), config(11), config(18), config(24), config(32), ("config.example.yaml".to_owned(), 1)]
+    );
+    assert!(named.iter().all(|c| !c.chunk.metadata.extra.contains_key(TERMS_KEY)), "the term list is no metadata");
+    // Filters apply: another kind of file, another repository.
+    let docs = SearchFilter { kinds: vec![rr_core::PathClass::Docs], ..filter.clone() };
+    assert!(lexical.named_files(&query, &docs, &ctx).await.unwrap().is_empty());
+    let other = SearchFilter::scoped("acme", "gadgets", "main", "");
+    assert!(lexical.named_files(&query, &other, &ctx).await.unwrap().is_empty());
+
+    // A deleted file's chunks leave the counts and the named files.
+    std::fs::remove_file(root.join("internal/config/config.go")).unwrap();
+    let gone = sync(&index, &root).await.chunks_deleted;
+    assert_eq!(sync(&embedded, &root).await.chunks_deleted, gone);
+    let counted = lexical.term_statistics(&tokens, &ctx).await.unwrap().unwrap();
+    assert_eq!(counted, embedded.term_statistics(&tokens).unwrap());
+    assert_eq!(counted.rows, 88 - gone as u64);
+    let named = lexical.named_files(&query, &filter, &ctx).await.unwrap();
+    assert_eq!(files_and_lines(&named), [("config.example.yaml".to_owned(), 1)]);
+    assert_eq!(files_and_lines(&named), files_and_lines(&embedded.named_files(&query, &filter).unwrap()));
+    drop_collection(&admin, collection).await;
+}
+
+/// A collection another tool wrote, without the indexer's payload indexes,
+/// answers no term statistics and no named files (rather than wrong ones).
+#[tokio::test]
+async fn a_collection_without_the_indexers_payload_indexes_answers_no_statistics() {
+    let Some(url) = qdrant_url() else { return };
+    let collection = "rr-qdrant-test-foreign-statistics";
+    let admin = client(&url);
+    drop_collection(&admin, collection).await;
+    let records = fixture();
+    load(&admin, collection, &PayloadLayout::default(), &records).await;
+    let store = QdrantStore::new(
+        client(&url),
+        Target { collection: collection.into(), sparse_vector_name: Some("none".into()), ..Target::default() },
+    );
+    let lexical = store.lexical().unwrap();
+    let ctx = CallContext::default();
+    assert_eq!(lexical.term_statistics(&["config".into()], &ctx).await.unwrap(), None);
+    let query = rr_core::Query::new("config.go");
+    assert!(lexical.named_files(&query, &SearchFilter::default(), &ctx).await.unwrap().is_empty());
     drop_collection(&admin, collection).await;
 }
 
