@@ -15,21 +15,34 @@
 //! diffed by id against the namespace's points, so a re-index over
 //! unchanged files embeds and writes nothing, a changed file's records are
 //! replaced, and the records of files that are gone are deleted once every
-//! upsert has succeeded.
+//! upsert has succeeded. Each point records the chunking it was cut with,
+//! so a file whose text hashes as its points say, cut the same way and held
+//! whole, is not chunked again ([`known_files`]), as in the embedded store.
+//!
+//! [`engine`] searches such a collection as the embedded store is searched:
+//! queries embedded by the embedder the collection records, hybrid over
+//! Qdrant's dense and sparse BM25 rankings, the head read again with the
+//! term counts Qdrant keeps, and the code ranking with the files a query
+//! names.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use qdrant_client::Qdrant;
-use rr_core::BackendError;
+use rr_core::retrieval::RetrievalSettingError;
+use rr_core::{BackendError, Reranker, SearchEngine};
 use rr_indexer::sync::SyncSummary;
-use rr_qdrant::{QdrantIndex, RetryPolicy, WriteTarget};
+use rr_qdrant::{
+    DEFAULT_DENSE_VECTOR, DEFAULT_SPARSE_VECTOR, PayloadLayout, QdrantIndex, QdrantStore, RetryPolicy, Target,
+    WriteTarget,
+};
 use serde_json::{Map, Value};
 
 use crate::local::{
-    DEFAULT_EMBEDDED_CHUNKING, DEFAULT_EMBEDDER, EmbeddingEndpoint, IndexRequest, LocalError, StoreSettings,
-    embedder_for, new_store_settings, stream_into, sync_options,
+    DEFAULT_EMBEDDED_CHUNKING, DEFAULT_EMBEDDER, EMBEDDED_PER_FILE, EmbeddingEndpoint, IndexRequest, LocalError,
+    StoreSettings, embedder_for, new_store_settings, stream_into, sync_options,
 };
+use crate::retrieval::EngineSettings;
 
 /// The collection metadata key of the [`StoreSettings`] it was written with.
 pub const SETTINGS_KEY: &str = "repo_retriever";
@@ -85,6 +98,8 @@ pub enum QdrantIndexError {
     Local(#[from] LocalError),
     #[error(transparent)]
     Backend(#[from] BackendError),
+    #[error(transparent)]
+    Retrieval(#[from] RetrievalSettingError),
 }
 
 impl From<rr_indexer::SyncError> for QdrantIndexError {
@@ -179,22 +194,50 @@ pub async fn index(request: IndexRequest, target: &QdrantTarget) -> Result<SyncS
         metadata.insert(SETTINGS_KEY.into(), serde_json::to_value(&settings).map_err(LocalError::from)?);
         write.metadata = metadata;
     }
-    let index = QdrantIndex::new(client, write, RetryPolicy::default());
 
     // Another chunking than the collection's cuts other records: asked for, it rewrites them all.
     let scheme = request.chunking.unwrap_or(settings.chunking);
     let (root, identity, mut options) = (request.root.clone(), request.identity.clone(), request.options.clone());
     options.chunking.scheme = scheme;
     let chunking = options.chunking;
-    let stream = tokio::task::spawn_blocking(move || {
-        rr_indexer::build_stream_known(&root, &identity, &options, rr_indexer::KnownFiles::new())
-    })
-    .await
-    .map_err(LocalError::from)?
-    .map_err(LocalError::from)?;
+    write.chunking = Some(chunking.key());
+    let index = QdrantIndex::new(client, write, RetryPolicy::default());
+    let known = known_files(&index, &identity.namespace_id(), chunking).await?;
+    let stream = tokio::task::spawn_blocking(move || rr_indexer::build_stream_known(&root, &identity, &options, known))
+        .await
+        .map_err(LocalError::from)?
+        .map_err(LocalError::from)?;
     let opts = sync_options(&request, &settings, started);
     let embedder: Arc<dyn rr_core::Embedder> = embedder;
     Ok(stream_into(&index, embedder.as_ref(), None, stream, &request, &opts, chunking).await?)
+}
+
+/// The files of `namespace_id` whose points `index` holds, all of them, cut
+/// by `chunking`: those a re-index need not read again. A file whose points
+/// record another chunking (or none: written before points recorded it),
+/// or whose records are not all there, is chunked again, and its records
+/// that are stored count as unchanged.
+pub async fn known_files(
+    index: &QdrantIndex,
+    namespace_id: &str,
+    chunking: rr_indexer::ChunkingOptions,
+) -> Result<rr_indexer::KnownFiles, BackendError> {
+    let key = chunking.key();
+    let (ids, files) = index.namespace_files(namespace_id).await?;
+    if !files.iter().any(|f| f.chunking == key) {
+        return Ok(rr_indexer::KnownFiles::new());
+    }
+    let ids: std::collections::HashSet<String> = ids.into_iter().collect();
+    Ok(files
+        .into_iter()
+        .filter(|f| f.chunking == key && f.chunks > 0)
+        .filter(|f| {
+            rr_indexer::file_record_ids(namespace_id, &f.path, &f.file_hash, chunking.scheme, f.chunks)
+                .iter()
+                .all(|id| ids.contains(id))
+        })
+        .map(|f| (f.path, rr_indexer::KnownFile { file_hash: f.file_hash, chunks: f.chunks }))
+        .collect())
 }
 
 /// The [`StoreSettings`] a collection records, for a reader that embeds
@@ -207,6 +250,56 @@ pub async fn read_settings(target: &QdrantTarget) -> Result<Option<StoreSettings
     serde_json::from_value(recorded)
         .map(Some)
         .map_err(|source| QdrantIndexError::InvalidSettings { collection: target.collection.clone(), source })
+}
+
+/// Deletes the collection of `target`; whether it existed.
+pub async fn delete_collection(target: &QdrantTarget) -> Result<bool, QdrantIndexError> {
+    let client = client(target)?;
+    let failed = |e: qdrant_client::QdrantError| {
+        BackendError::new(rr_qdrant::STORE_NAME, format!("Qdrant collection deletion failed: {e}"))
+    };
+    if !client.collection_exists(&target.collection).await.map_err(failed)? {
+        return Ok(false);
+    }
+    client.delete_collection(&target.collection).await.map_err(failed)?;
+    Ok(true)
+}
+
+/// What an engine over a collection `index` wrote is built with unless the
+/// operator says otherwise: the embedded store's defaults (hybrid, every
+/// result of one file in ranking order, the code ranking on) and the query
+/// prefix the collection records.
+pub fn engine_settings(settings: &StoreSettings) -> EngineSettings {
+    EngineSettings {
+        query_prefix: settings.query_prefix.clone(),
+        per_file: EMBEDDED_PER_FILE,
+        code_rank: Some(rr_core::CodeRank::default()),
+        ..EngineSettings::default()
+    }
+}
+
+/// The search engine over the collection of `target`, which `index` wrote
+/// with `settings` ([`read_settings`]): its dense and sparse BM25 vectors,
+/// queries embedded by the embedder it records, as `engine` says; `key`
+/// names a refused retrieval setting as the operator wrote it.
+pub fn engine(
+    target: &QdrantTarget,
+    settings: &StoreSettings,
+    reranker: Option<Arc<dyn Reranker>>,
+    engine: &EngineSettings,
+    key: impl Fn(&str) -> String,
+) -> Result<SearchEngine, QdrantIndexError> {
+    let store = QdrantStore::new(
+        client(target)?,
+        Target {
+            collection: target.collection.clone(),
+            vector_name: Some(DEFAULT_DENSE_VECTOR.into()),
+            sparse_vector_name: Some(DEFAULT_SPARSE_VECTOR.into()),
+            layout: PayloadLayout::default(),
+        },
+    );
+    let embedder = embedder_for(settings)?;
+    Ok(crate::retrieval::engine(Arc::new(store), embedder, reranker, engine, key)?)
 }
 
 #[cfg(test)]
@@ -296,6 +389,8 @@ mod tests {
             (0, 0, first.chunks_desired),
             "a re-index over unchanged files writes nothing"
         );
+        assert_eq!(first.files_unchanged, 0);
+        assert_eq!(again.files_unchanged, again.files_eligible, "nor chunks any file again");
 
         // One file edited, one removed: only theirs change.
         std::fs::write(dir.path().join("lib.rs"), "/// Now a small crate.\npub fn edited() {}\n").unwrap();
@@ -304,6 +399,12 @@ mod tests {
         assert_eq!(changed.chunks_added_or_updated, 1, "{changed:?}");
         assert!(changed.chunks_deleted > 1, "{changed:?}");
         assert_eq!(changed.chunks_unchanged + 1, changed.chunks_desired);
+        assert_eq!(changed.files_unchanged + 1, changed.files_eligible, "only the edited file is read again");
+        // Another chunk size cuts other records: every file is chunked again.
+        let mut resized = request(dir.path());
+        resized.options.chunking.chunk_size = 256;
+        let resized = index(resized, &target).await.unwrap();
+        assert_eq!(resized.files_unchanged, 0, "{resized:?}");
 
         let hash = QdrantTarget { embedder: Some("hash".into()), ..target.clone() };
         assert_eq!(

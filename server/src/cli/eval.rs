@@ -80,6 +80,13 @@ pub struct SuiteCmd {
     /// both as one `serve --stores` federation (`code_rank = true`, `per_file = 0`).
     #[arg(long, requires = "chroma_url")]
     pub federation: bool,
+    /// Index each repository into the collection `suite-<name>` of this Qdrant server (its gRPC URL),
+    /// as `index --qdrant-url URL --collection suite-<name>` does (--reindex deletes the collection
+    /// first), and search it with the embedded store's defaults: hybrid over Qdrant's dense and
+    /// sparse BM25 rankings, the head read again, the code ranking. --mode and --hybrid-* apply. The
+    /// API key comes from QDRANT_API_KEY.
+    #[arg(long, value_name = "URL", conflicts_with = "chroma_url")]
+    pub qdrant_url: Option<String>,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
@@ -142,6 +149,9 @@ async fn run_suite(args: SuiteCmd) -> Result<bool, String> {
         embedder: args.embedder,
         chroma_url: args.chroma_url,
         federation: args.federation,
+        qdrant_url: args.qdrant_url,
+        reindex: args.reindex,
+        qdrant_settings: std::sync::Mutex::default(),
     };
     let report = rr_eval::suite::run(&options, &backend).await.map_err(|e| e.to_string())?;
     if let Some(path) = &args.json {
@@ -161,6 +171,12 @@ struct SuiteSearch {
     chroma_url: Option<String>,
     /// Half of each repository in an embedded store, half in Chroma, searched as a federation.
     federation: bool,
+    /// Index into and search this Qdrant server, a collection per repository.
+    qdrant_url: Option<String>,
+    /// Delete a repository's Qdrant collection before indexing it.
+    reindex: bool,
+    /// What each repository's collection was written with, read after indexing it.
+    qdrant_settings: std::sync::Mutex<std::collections::HashMap<PathBuf, rr_engine::local::StoreSettings>>,
 }
 
 /// The files of a federation's embedded half: names starting with a–m or a digit.
@@ -169,6 +185,19 @@ const EMBEDDED_HALF: &str = "**/[a-mA-M0-9]*";
 const EMBEDDED_HALF_DIR: &str = "embedded-half";
 
 impl SuiteSearch {
+    /// The Qdrant collection of the repository whose store is `store`.
+    fn qdrant(&self, store: &Path) -> Option<rr_engine::qdrant::QdrantTarget> {
+        let url = self.qdrant_url.as_ref()?;
+        let name = store.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Some(rr_engine::qdrant::QdrantTarget {
+            url: url.clone(),
+            collection: format!("suite-{name}"),
+            api_key: std::env::var(rr_engine::qdrant::API_KEY_ENV).ok().filter(|s| !s.is_empty()),
+            embedder: self.embedder.clone(),
+            ..rr_engine::qdrant::QdrantTarget::default()
+        })
+    }
+
     /// The Chroma collection of the repository whose store is `store`.
     fn collection(&self, store: &Path) -> Option<rr_engine::local::ChromaTarget> {
         let url = self.chroma_url.as_ref()?;
@@ -190,6 +219,20 @@ impl SuiteSearch {
 #[async_trait::async_trait]
 impl rr_eval::suite::SuiteBackend for SuiteSearch {
     async fn index(&self, folder: &Path, store: &Path) -> Result<(), String> {
+        if let Some(target) = self.qdrant(store) {
+            if self.reindex {
+                rr_engine::qdrant::delete_collection(&target).await.map_err(|e| e.to_string())?;
+            }
+            let args = super::index::for_store(folder, store, None)?;
+            let request = super::index::request(&args)?;
+            rr_engine::qdrant::index(request, &target).await.map_err(|e| e.to_string())?;
+            let settings = rr_engine::qdrant::read_settings(&target)
+                .await
+                .map_err(|e| e.to_string())?
+                .ok_or_else(|| format!("the Qdrant collection \"{}\" was not written", target.collection))?;
+            self.qdrant_settings.lock().map_err(|e| e.to_string())?.insert(store.to_owned(), settings);
+            return Ok(());
+        }
         let args = super::index::for_store(folder, store, self.embedder.as_deref())?;
         let mut request = super::index::request(&args)?;
         if let Some(target) = self.collection(store) {
@@ -211,6 +254,21 @@ impl rr_eval::suite::SuiteBackend for SuiteSearch {
     }
 
     fn engine(&self, store: &Path) -> Result<rr_core::SearchEngine, String> {
+        if let Some(target) = self.qdrant(store) {
+            let written = self.qdrant_settings.lock().map_err(|e| e.to_string())?.get(store).cloned();
+            let Some(written) = written else { return Err(format!("{} was not indexed", target.collection)) };
+            let mut settings = rr_engine::qdrant::engine_settings(&written);
+            settings.retrieval = self.retrieval.settings();
+            self.retrieval.selection.apply_to(&mut settings);
+            return rr_engine::qdrant::engine(
+                &target,
+                &written,
+                self.reranker.clone(),
+                &settings,
+                super::args::flag_name,
+            )
+            .map_err(|e| e.to_string());
+        }
         if let (true, Some(target)) = (self.federation, self.collection(store)) {
             // JSON is YAML: the file is written as JSON and read as YAML.
             let file = store.join("stores.yaml");
