@@ -261,6 +261,11 @@ def collect_crates(crates, folder: Path, skipped: list) -> list:
 # ---------------------------------------------------------------------------------------------
 # mine
 
+# Not indexed for mining: tests, fixtures, vendored and built code make no pairs (TEST_PATH drops
+# what slips through).
+SKIPPED_PATHS = ["**/node_modules/**", "**/dist/**", "**/test/**", "**/tests/**", "**/spec/**", "**/__tests__/**",
+                 "**/testdata/**", "**/fixtures/**", "**/vendor/**", "**/third_party/**", "**/*_test.go",
+                 "**/*.test.ts", "**/*.spec.ts", "**/*.test.js", "**/*.spec.js", "**/*Test.java", "**/*Tests.cs"]
 PREFIX_LINE = re.compile(r"^(Source|Type|Section|Symbol): ")
 TEST_PATH = re.compile(r"(^|/)(tests?|spec|specs|__tests__|testdata|fixtures|examples?|benchmarks?|vendor|third_party|node_modules)(/|$)|(_test|_spec|\.test|\.spec|Test|Tests|Spec)\.[a-z]+$")
 
@@ -384,15 +389,19 @@ def mine(args) -> None:
     counts = collections.Counter()
     for s in lock["collected"]:
         store = stores / s["name"].replace("/", "+")
-        db = store / "store.sqlite"
+        db = store / "store.sqlite3"
         owner, _, repo = s["name"].rpartition("/") if "/" in s["name"] else (s["kind"], "", s["name"])
-        if not any(store.glob("*.sqlite*")) if store.exists() else True:
-            run([str(binary), "index", s["path"], "--store", str(store), "--embedder", "hash",
+        if not db.exists():
+            # Built aside and renamed once whole, so that a stopped run leaves no half store behind.
+            partial = stores / (store.name + ".partial")
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.rmtree(store, ignore_errors=True)
+            run([str(binary), "index", s["path"], "--store", str(partial), "--embedder", "hash",
                  "--organization", owner or s["kind"], "--repository", repo, "--branch", "main",
-                 "--exclude-paths", "**/node_modules/**", "--exclude-paths", "**/dist/**"],
+                 *[arg for pattern in SKIPPED_PATHS for arg in ("--exclude-paths", pattern)]],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        db = next((p for p in store.glob("*.sqlite") ), None) or next((p for p in store.rglob("*.sqlite")), None)
-        if db is None:
+            partial.rename(store)
+        if not db.exists():
             print("no store for", s["name"], file=sys.stderr)
             continue
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
