@@ -725,7 +725,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--minutes", type=float, default=30, help="stop training after this long")
     p.add_argument("--batch", type=int, default=128)
-    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--lr", type=float, default=0.02, help="sparse Adam step (the vectors' entries are of order 4)")
     p.add_argument("--scale", type=float, default=20.0, help="inverse temperature of the InfoNCE loss")
     p.add_argument("--anchor", type=float, default=0.0, help="L2 pull of touched rows toward potion-base-8M's")
     p.add_argument("--threads", type=int, default=2)
