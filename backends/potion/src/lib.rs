@@ -15,6 +15,13 @@
 //! and word splitting, no special tokens, unknown tokens dropped, the first
 //! [`MAX_TOKENS`] tokens kept. A text with no known token gets the zero
 //! vector (it is close to nothing).
+//!
+//! [`MODEL_FOLDER_VAR`] names a folder holding another model of the same
+//! layout (`model.safetensors` with int8 `embeddings` and float32 `scales`,
+//! `tokenizer.json`), used in place of the compiled-in one: this is how a
+//! model written by `scripts/train-code-model` is scored before it is
+//! compiled in. A store records only the embedder's name, so a store built
+//! this way must be searched with the same folder set.
 
 mod registry;
 mod wordpiece;
@@ -40,10 +47,18 @@ const INLINE_BATCH: usize = 16;
 static WEIGHTS: &[u8] = include_bytes!("../model/model.safetensors");
 static TOKENIZER: &[u8] = include_bytes!("../model/tokenizer.json");
 
-/// Why the compiled-in model could not be read (a build from a damaged
-/// checkout; never expected at run time).
+/// The environment variable naming a model folder to use in place of the
+/// compiled-in model.
+pub const MODEL_FOLDER_VAR: &str = "REPO_RETRIEVER_POTION_MODEL";
+/// The largest model file read from a folder: a static model of this
+/// layout is tens of megabytes.
+const MAX_MODEL_FILE_BYTES: u64 = 256 << 20;
+
+/// Why the model could not be read: a folder named by [`MODEL_FOLDER_VAR`]
+/// that does not hold a model of this layout, or a build from a damaged
+/// checkout.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("the built-in potion model is unusable: {0}")]
+#[error("the potion model is unusable: {0}")]
 pub struct PotionError(String);
 
 /// The model, parsed once per process.
@@ -61,12 +76,32 @@ struct Model {
 
 fn model() -> Result<&'static Model, PotionError> {
     static MODEL: OnceLock<Result<Model, PotionError>> = OnceLock::new();
-    MODEL.get_or_init(load).as_ref().map_err(Clone::clone)
+    MODEL
+        .get_or_init(|| match std::env::var_os(MODEL_FOLDER_VAR) {
+            Some(folder) if !folder.is_empty() => load_folder(std::path::Path::new(&folder)),
+            _ => load(WEIGHTS, TOKENIZER),
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
-fn load() -> Result<Model, PotionError> {
+/// The model in `folder`: its `model.safetensors` and `tokenizer.json`.
+fn load_folder(folder: &std::path::Path) -> Result<Model, PotionError> {
+    let read = |name: &str| {
+        let path = folder.join(name);
+        let size = std::fs::metadata(&path).map_err(|e| PotionError(format!("{}: {e}", path.display())))?.len();
+        if size > MAX_MODEL_FILE_BYTES {
+            return Err(PotionError(format!("{}: {size} bytes, more than {MAX_MODEL_FILE_BYTES}", path.display())));
+        }
+        std::fs::read(&path).map_err(|e| PotionError(format!("{}: {e}", path.display())))
+    };
+    load(&read("model.safetensors")?, &read("tokenizer.json")?)
+        .map_err(|e| PotionError(format!("{} ({MODEL_FOLDER_VAR}): {}", folder.display(), e.0)))
+}
+
+fn load(weights: &[u8], tokenizer: &[u8]) -> Result<Model, PotionError> {
     let bad = |what: &str, e: &dyn std::fmt::Display| PotionError(format!("{what}: {e}"));
-    let tensors = SafeTensors::deserialize(WEIGHTS).map_err(|e| bad("weights", &e))?;
+    let tensors = SafeTensors::deserialize(weights).map_err(|e| bad("weights", &e))?;
     let embeddings = tensors.tensor("embeddings").map_err(|e| bad("embeddings", &e))?;
     let scales = tensors.tensor("scales").map_err(|e| bad("scales", &e))?;
     let rows = match (embeddings.dtype(), embeddings.shape(), scales.dtype(), scales.shape()) {
@@ -75,7 +110,7 @@ fn load() -> Result<Model, PotionError> {
     };
     let vectors = embeddings.data().iter().map(|&b| b as i8).collect();
     let scales = scales.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    let tokenizer = Tokenizer::from_bytes(TOKENIZER).map_err(|e| bad("tokenizer", &e))?;
+    let tokenizer = Tokenizer::from_bytes(tokenizer).map_err(|e| bad("tokenizer", &e))?;
     if tokenizer.get_vocab_size(true) > rows {
         return Err(PotionError(format!("{} tokens for {rows} vectors", tokenizer.get_vocab_size(true))));
     }
@@ -237,6 +272,25 @@ mod tests {
             compared += 1;
         }
         assert!(compared > 500, "only {compared} ASCII texts compared");
+    }
+
+    #[test]
+    fn a_model_folder_loads_as_the_compiled_in_model_does() {
+        let folder = std::env::temp_dir().join(format!("rr-potion-folder-{}", std::process::id()));
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("model.safetensors"), WEIGHTS).unwrap();
+        std::fs::write(folder.join("tokenizer.json"), TOKENIZER).unwrap();
+        let loaded = load_folder(&folder).unwrap();
+        let text = "read and validate the configuration file";
+        assert_eq!(loaded.embed(text).unwrap(), model().unwrap().embed(text).unwrap());
+        std::fs::remove_file(folder.join("tokenizer.json")).unwrap();
+        let error = load_folder(&folder).err().unwrap().to_string();
+        assert!(error.contains("tokenizer.json"), "{error}");
+        std::fs::write(folder.join("tokenizer.json"), TOKENIZER).unwrap();
+        std::fs::write(folder.join("model.safetensors"), b"not a model").unwrap();
+        let error = load_folder(&folder).err().unwrap().to_string();
+        assert!(error.contains(MODEL_FOLDER_VAR) && error.contains("weights"), "{error}");
+        std::fs::remove_dir_all(&folder).unwrap();
     }
 
     #[test]
