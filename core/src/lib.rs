@@ -42,4 +42,4 @@ pub use registry::{FactoryContext, FactoryError, PluginKind, Registry, RegistryE
 pub use request::{ArgLimits, SearchArgs, SearchRequest, ValidationError};
 pub use rerank::{EmptyChain, RerankChain};
 pub use retrieval::{HybridOptions, LexicalQuery, LexicalStore, RetrievalMode, Retriever};
-pub use traits::{CallContext, EmbeddedChunk, Embedder, IndexStore, Reranker, VectorQuery, VectorStore};
+pub use traits::{CallContext, DistanceKind, EmbeddedChunk, Embedder, IndexStore, Reranker, VectorQuery, VectorStore};

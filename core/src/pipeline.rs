@@ -7,14 +7,14 @@ use futures::future::join_all;
 
 use crate::code_rank::{self, CodeRank};
 use crate::error::SearchError;
-use crate::federated::{FederatedStore, SkippedStore, fuse, humanize};
+use crate::federated::{FederatedStore, SkippedStore, fuse, humanize, merge_rankings};
 use crate::query::Query;
 use crate::record::Candidate;
 use crate::request::SearchRequest;
 use crate::rerank::score_order;
-use crate::retrieval::{Fused, HybridOptions, RetrievalMode, read_head_again};
+use crate::retrieval::{HybridOptions, RetrievalMode, hybrid};
 use crate::select::{PER_FILE_FIRST_PASS, clean_document, select_spread};
-use crate::traits::{CallContext, Embedder, LexicalStore, Reranker, TermStatistics, VectorStore};
+use crate::traits::{CallContext, Embedder, HybridInputs, LexicalStore, Reranker, VectorStore};
 
 /// Candidates fetched per requested result without reranking.
 pub const CANDIDATES_PER_RESULT: usize = 3;
@@ -256,6 +256,9 @@ impl SearchEngine {
         }))
         .await;
 
+        // A federation of hybrid stores answers as one store would: each
+        // store's two rankings merged into one of each, then one hybrid chain.
+        let joint = if self.federated { joint_hybrid(&asked) } else { None };
         let answers = join_all(asked.iter().zip(&group_of).map(|(store, group)| {
             let embedding = group.map(|g| (g, &embeddings[g]));
             async move {
@@ -269,7 +272,17 @@ impl SearchEngine {
                         return Err(StoreFailure::Embedding(g));
                     }
                 };
-                let answer = self.query_store(store, request, query, embedding, n_results, ctx);
+                let answer = async {
+                    match joint {
+                        Some(options) => {
+                            let depth = options.depth.max(n_results);
+                            self.store_rankings(store, request, query, embedding, depth, ctx).await
+                        }
+                        None => {
+                            self.query_store(store, request, query, embedding, n_results, ctx).await.map(Answer::Ranked)
+                        }
+                    }
+                };
                 if !self.federated {
                     return answer.await.map_err(StoreFailure::Search);
                 }
@@ -287,8 +300,8 @@ impl SearchEngine {
             let mut failures = Vec::new();
             for (store, answer) in asked.iter().zip(answers) {
                 match answer {
-                    Ok(list) => {
-                        lists.push(list);
+                    Ok(answer) => {
+                        lists.push(answer);
                         answered.push(*store);
                     }
                     Err(failure) => {
@@ -309,17 +322,19 @@ impl SearchEngine {
             if lists.is_empty() {
                 return Err(SearchError::AllStoresFailed(failures));
             }
-            let mut fused = fuse(&lists);
-            fused.truncate(n_results);
-            if let Some((rerank, statistics)) = union_statistics(&answered, query, ctx).await {
-                let mut merged = Fused { candidates: fused, verbatim: 0 };
-                read_head_again(query, &mut merged, rerank, &statistics);
-                fused = merged.candidates;
-            }
+            let fused = match joint {
+                Some(options) => joint_answer(&answered, lists, query, &options, n_results),
+                None => {
+                    let lists: Vec<Vec<Candidate>> = lists.into_iter().map(Answer::into_candidates).collect();
+                    let mut fused = fuse(&lists);
+                    fused.truncate(n_results);
+                    fused
+                }
+            };
             (fused, failures.into_iter().map(|(store, reason)| SkippedStore { store, reason }).collect())
         } else {
             match answers.into_iter().next() {
-                Some(Ok(list)) => (list, Vec::new()),
+                Some(Ok(answer)) => (answer.into_candidates(), Vec::new()),
                 Some(Err(StoreFailure::Embedding(g))) => match embeddings.swap_remove(g) {
                     Err(e) => return Err(e.into()),
                     Ok(_) => (Vec::new(), Vec::new()),
@@ -369,38 +384,100 @@ impl SearchEngine {
         }
         Ok(candidates)
     }
+
+    /// One hybrid store's inputs for a joint answer ([`joint_hybrid`]): its
+    /// two rankings, to `depth`, its term statistics, and the chunks of the
+    /// files the query names when the code ranking reads them.
+    async fn store_rankings(
+        &self,
+        store: &FederatedStore,
+        request: &SearchRequest,
+        query: &Query,
+        embedding: Option<Vec<f32>>,
+        depth: usize,
+        ctx: &CallContext,
+    ) -> Result<Answer, SearchError> {
+        let embedding = embedding.unwrap_or_default();
+        store.check_dimension(embedding.len(), ctx).await?;
+        // `joint_hybrid` asked only stores with a lexical ranking.
+        let Some(lexical) = store.lexical() else { return Ok(Answer::Ranked(Vec::new())) };
+        let rankings =
+            store.retriever.rankings(store.store.as_ref(), lexical, query, embedding, depth, &request.filter, ctx);
+        let named = async {
+            match self.code_rank {
+                Some(_) => lexical.named_files(query, &request.filter, ctx).await,
+                None => Ok(Vec::new()),
+            }
+        };
+        let (inputs, named) = futures::join!(rankings, named);
+        Ok(Answer::Rankings { inputs: inputs?, named: named? })
+    }
 }
 
-/// The term statistics of the union of `stores` when each of them reads its
-/// hybrid head again, with the longest head they read: the merged list is
-/// then read again as one store's would be. Merged by rank alone, one
-/// store's best would otherwise stand beside another's weakest. `None` when
-/// any store cannot say, or fails to.
-async fn union_statistics(
+/// What one store of a search answered.
+enum Answer {
+    /// Its candidates, ranked in its own mode.
+    Ranked(Vec<Candidate>),
+    /// The inputs of a joint hybrid answer, and the chunks of the files the
+    /// query names.
+    Rankings { inputs: HybridInputs, named: Vec<Candidate> },
+}
+
+impl Answer {
+    fn into_candidates(self) -> Vec<Candidate> {
+        match self {
+            Answer::Ranked(list) => list,
+            Answer::Rankings { inputs, mut named } => {
+                let mut list = inputs.dense;
+                list.append(&mut named);
+                list
+            }
+        }
+    }
+}
+
+/// The hybrid options a federation's stores share when every store asked
+/// runs the hybrid chain the same way (a lexical ranking, no reranker of its
+/// own, the same options): their answer is then one store's, from the
+/// union of their rankings ([`joint_answer`]).
+fn joint_hybrid(stores: &[&FederatedStore]) -> Option<HybridOptions> {
+    let options = *stores.first()?.retriever.hybrid();
+    let joint = stores.len() > 1
+        && stores.iter().all(|s| {
+            s.retriever.mode() == RetrievalMode::Hybrid
+                && s.lexical().is_some()
+                && s.reranker.is_none()
+                && *s.retriever.hybrid() == options
+        });
+    joint.then_some(options)
+}
+
+/// The stores' rankings as one store's ([`merge_rankings`]), run through the
+/// one hybrid chain, followed by the chunks of the files the query names.
+fn joint_answer(
     stores: &[&FederatedStore],
+    answers: Vec<Answer>,
     query: &Query,
-    ctx: &CallContext,
-) -> Option<(usize, TermStatistics)> {
-    if stores.len() < 2 {
-        return None;
-    }
-    let tokens = query.lookup_tokens();
-    let mut union = TermStatistics { rows: 0, frequencies: vec![0; tokens.len()] };
-    let mut rerank = 0;
-    for store in stores {
-        let hybrid = store.retriever.hybrid();
-        let lexical = store.lexical()?;
-        if store.retriever.mode() != RetrievalMode::Hybrid || !crate::retrieval::reads_head_again(query, hybrid) {
-            return None;
+    options: &HybridOptions,
+    n_results: usize,
+) -> Vec<Candidate> {
+    let mut inputs = Vec::new();
+    let mut named = Vec::new();
+    for answer in answers {
+        match answer {
+            Answer::Rankings { inputs: i, named: mut n } => {
+                inputs.push(i);
+                named.append(&mut n);
+            }
+            Answer::Ranked(list) => inputs.push(HybridInputs { dense: list, lexical: Vec::new(), statistics: None }),
         }
-        let statistics = lexical.term_statistics(&tokens, ctx).await.ok()??;
-        union.rows += statistics.rows;
-        for (sum, n) in union.frequencies.iter_mut().zip(statistics.frequencies) {
-            *sum += n;
-        }
-        rerank = rerank.max(hybrid.rerank);
     }
-    Some((rerank, union))
+    let depth = options.depth.max(n_results);
+    let HybridInputs { dense, lexical, statistics } = merge_rankings(stores, inputs, depth);
+    let mut candidates = hybrid(query, dense, lexical, options, n_results, statistics.as_ref());
+    let mut seen: std::collections::HashSet<String> = candidates.iter().map(|c| c.chunk.id.clone()).collect();
+    candidates.extend(named.into_iter().filter(|c| seen.insert(c.chunk.id.clone())));
+    candidates
 }
 
 /// `candidates` followed by the chunks of the files the query names that

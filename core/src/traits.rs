@@ -84,6 +84,36 @@ pub trait VectorStore: Send + Sync {
     fn lexical(&self) -> Option<&dyn LexicalStore> {
         None
     }
+
+    /// What the `distance` of [`query`](Self::query)'s candidates measures,
+    /// when the store knows: a federation of stores that share an embedder
+    /// merges their nearest neighbours by closeness when every store says,
+    /// by rank otherwise. May be `None` until the store has answered a query.
+    fn distance_kind(&self) -> Option<DistanceKind> {
+        None
+    }
+}
+
+/// What a store's dense `distance` measures, for vectors of length 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistanceKind {
+    /// `1 − cos`.
+    Cosine,
+    /// The squared Euclidean distance, `2 − 2·cos`.
+    SquaredEuclidean,
+    /// `−cos`: a similarity, negated so that lower is closer.
+    NegatedCosine,
+}
+
+impl DistanceKind {
+    /// `distance` as `1 − cos`.
+    pub fn cosine_distance(self, distance: f64) -> f64 {
+        match self {
+            DistanceKind::Cosine => distance,
+            DistanceKind::SquaredEuclidean => distance / 2.0,
+            DistanceKind::NegatedCosine => 1.0 + distance,
+        }
+    }
 }
 
 /// Scores documents against a query.
