@@ -34,7 +34,7 @@ pub use error::{BackendError, SearchError};
 pub use federated::{FederatedStore, SkippedStore, SourcePattern};
 pub use filter::{PathGlob, SearchFilter};
 pub use paths::PathClass;
-pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome};
+pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome, StageTimings};
 pub use query::Query;
 pub use quote::{SHOWN_CHARS, shown};
 pub use record::{Candidate, Chunk, Metadata};

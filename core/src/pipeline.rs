@@ -1,7 +1,7 @@
 //! embed → retrieve → rerank → select → render, for one validated request.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 
@@ -61,11 +61,44 @@ impl Default for RerankOptions {
     }
 }
 
-/// The selected results, and the stores a federated search had to skip.
+/// The selected results, the stores a federated search had to skip, and
+/// how long each stage took.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SearchOutcome {
     pub results: Vec<Candidate>,
     pub skipped: Vec<SkippedStore>,
+    pub timings: StageTimings,
+}
+
+/// How long each stage of one search took.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StageTimings {
+    /// The query embedded (each distinct embedder, together).
+    pub embed: Duration,
+    /// The first stage: every store's rankings, fused and merged, with the
+    /// files the query names (and a store's own reranker).
+    pub retrieve: Duration,
+    /// Each stage of the reranker of the one list, by name, in order.
+    pub rerank: Vec<(String, Duration)>,
+    /// The code ranking ([`crate::code_rank`]).
+    pub code_rank: Duration,
+    /// Repeated text dropped and the results spread over files.
+    pub select: Duration,
+    pub total: Duration,
+}
+
+impl StageTimings {
+    /// The stage names a metric or a table shows, each with its time: the
+    /// rerank stages together as `rerank`.
+    pub fn stages(&self) -> [(&'static str, Duration); 5] {
+        [
+            ("embed", self.embed),
+            ("retrieve", self.retrieve),
+            ("rerank", self.rerank.iter().map(|(_, d)| *d).sum()),
+            ("code_rank", self.code_rank),
+            ("select", self.select),
+        ]
+    }
 }
 
 /// One search configuration: an embedder, a store and an optional reranker
@@ -93,6 +126,8 @@ pub struct SearchEngine {
     /// Orders the candidates again as code ([`crate::code_rank`]), after any
     /// reranker; off unless [`with_code_rank`](Self::with_code_rank).
     code_rank: Option<CodeRank>,
+    /// Candidates asked of each store, when fixed ([`with_candidates`](Self::with_candidates)).
+    candidates: Option<usize>,
     federated: bool,
 }
 
@@ -104,6 +139,7 @@ impl std::fmt::Debug for SearchEngine {
             .field("rerank", &self.rerank)
             .field("per_file", &self.per_file)
             .field("code_rank", &self.code_rank)
+            .field("candidates", &self.candidates)
             .field("federated", &self.federated)
             .finish()
     }
@@ -146,6 +182,7 @@ impl SearchEngine {
             rerank: options.rerank,
             per_file: PER_FILE_FIRST_PASS,
             code_rank: None,
+            candidates: None,
             federated: false,
         }
     }
@@ -159,6 +196,7 @@ impl SearchEngine {
             rerank,
             per_file: PER_FILE_FIRST_PASS,
             code_rank: None,
+            candidates: None,
             federated: true,
         }
     }
@@ -174,6 +212,15 @@ impl SearchEngine {
     /// stores and the reranker ranked them), see [`crate::code_rank`].
     pub fn with_code_rank(mut self, code_rank: Option<CodeRank>) -> Self {
         self.code_rank = code_rank;
+        self
+    }
+
+    /// The same engine asking each store for `candidates` (at least the
+    /// results asked for, and what the code ranking reads) instead of a
+    /// number derived from the results asked for: an evaluation's
+    /// `candidates` setting.
+    pub fn with_candidates(mut self, candidates: Option<usize>) -> Self {
+        self.candidates = candidates;
         self
     }
 
@@ -205,6 +252,11 @@ impl SearchEngine {
     /// Candidates asked of each store, and kept after fusion, for `limit`
     /// results.
     pub fn candidate_count(&self, limit: usize) -> usize {
+        if let Some(candidates) = self.candidates {
+            let code = (limit * code_rank::CANDIDATES_PER_RESULT).min(code_rank::MAX_CANDIDATES);
+            let fixed = candidates.max(limit);
+            return if self.code_rank.is_some() { fixed.max(code) } else { fixed };
+        }
         if self.code_rank.is_some() {
             let own = (limit * code_rank::CANDIDATES_PER_RESULT).min(code_rank::MAX_CANDIDATES);
             let reranked = (limit * self.rerank.candidate_multiplier).min(self.rerank.max_candidates);
@@ -231,6 +283,8 @@ impl SearchEngine {
         if asked.is_empty() {
             return Ok(SearchOutcome::default());
         }
+        let started = Instant::now();
+        let mut timings = StageTimings::default();
         let n_results = self.candidate_count(request.limit);
         let query = Query::new(&request.query);
         let query = &query;
@@ -255,6 +309,8 @@ impl SearchEngine {
             embedder.embed(&input, ctx).await.map(|mut v| v.swap_remove(0))
         }))
         .await;
+        timings.embed = started.elapsed();
+        let retrieving = Instant::now();
 
         // A federation of hybrid stores answers as one store would: each
         // store's two rankings merged into one of each, then one hybrid chain.
@@ -343,13 +399,34 @@ impl SearchEngine {
                 Some(Err(StoreFailure::Timeout(_))) | None => (Vec::new(), Vec::new()),
             }
         };
+        timings.retrieve = retrieving.elapsed();
         if let Some(reranker) = &self.reranker {
-            candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
+            let (reranked, stages) =
+                rerank_candidates_timed(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
+            candidates = reranked;
+            timings.rerank = stages;
         }
         if let Some(code_rank) = &self.code_rank {
+            let ranking = Instant::now();
             candidates = code_rank.rank(&query.shape, candidates);
+            timings.code_rank = ranking.elapsed();
         }
-        Ok(SearchOutcome { results: select_spread(candidates, request.limit, self.per_file), skipped })
+        let selecting = Instant::now();
+        let results = select_spread(candidates, request.limit, self.per_file);
+        timings.select = selecting.elapsed();
+        timings.total = started.elapsed();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let [embed, retrieve, rerank, code, select] = timings.stages().map(|(_, d)| ms(d));
+        tracing::debug!(
+            embed,
+            retrieve,
+            rerank,
+            code_rank = code,
+            select,
+            total = ms(timings.total),
+            "search stages (ms)"
+        );
+        Ok(SearchOutcome { results, skipped, timings })
     }
 
     /// One store's candidates: checked against its embedder's dimension
@@ -508,20 +585,32 @@ pub async fn rerank_candidates(
     candidates: Vec<Candidate>,
     ctx: &CallContext,
 ) -> Result<Vec<Candidate>, SearchError> {
+    rerank_candidates_timed(reranker, caps, query, candidates, ctx).await.map(|(ranked, _)| ranked)
+}
+
+/// [`rerank_candidates`], also reporting each rerank stage's time
+/// ([`Reranker::rerank_timed`]; none when no stage ran).
+pub async fn rerank_candidates_timed(
+    reranker: &dyn Reranker,
+    caps: &RerankOptions,
+    query: &str,
+    candidates: Vec<Candidate>,
+    ctx: &CallContext,
+) -> Result<(Vec<Candidate>, Vec<(String, Duration)>), SearchError> {
     let min_score = reranker.min_score();
     // One candidate needs no order, but with a cut-off it still needs a score.
     if candidates.is_empty() || (candidates.len() < 2 && min_score.is_none()) {
-        return Ok(candidates);
+        return Ok((candidates, Vec::new()));
     }
     let documents = rerank_documents(&candidates, caps)?;
-    let scores = reranker.rerank(query, &documents, ctx).await?;
+    let (scores, stages) = reranker.rerank_timed(query, &documents, ctx).await?;
     let mut scored: Vec<(f64, Candidate)> = scores.into_iter().zip(candidates).collect();
     if let Some(min) = min_score {
         scored.retain(|(score, _)| *score >= min);
     }
     // Stable, highest first; NaN sorts last rather than poisoning the order.
     scored.sort_by(|a, b| score_order(a.0, b.0));
-    Ok(scored.into_iter().map(|(_, c)| c).collect())
+    Ok((scored.into_iter().map(|(_, c)| c).collect(), stages))
 }
 
 /// The reranker's view of each candidate, checked against the byte caps

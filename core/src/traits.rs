@@ -129,6 +129,20 @@ pub trait Reranker: Send + Sync {
     /// One relevance score per document.
     async fn rerank(&self, query: &str, documents: &[String], ctx: &CallContext) -> Result<Vec<f64>, BackendError>;
 
+    /// [`rerank`](Self::rerank), also reporting the time each of its stages
+    /// took, by name, in order: one stage, this reranker, unless it is a
+    /// chain ([`RerankChain`](crate::RerankChain)).
+    async fn rerank_timed(
+        &self,
+        query: &str,
+        documents: &[String],
+        ctx: &CallContext,
+    ) -> Result<(Vec<f64>, Vec<(String, std::time::Duration)>), BackendError> {
+        let started = std::time::Instant::now();
+        let scores = self.rerank(query, documents, ctx).await?;
+        Ok((scores, vec![(self.name().to_owned(), started.elapsed())]))
+    }
+
     /// The lowest score a candidate may have and still be selected; the
     /// pipeline drops candidates scoring below it (or NaN) before selection.
     /// A provided method so that every existing reranker keeps its meaning
