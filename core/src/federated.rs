@@ -8,13 +8,21 @@
 //! instance between stores that declare the same embedder). Stores whose
 //! declared `sources` cannot hold the requested `source` are not asked.
 //!
-//! Raw distances are not comparable across stores (different metrics,
-//! models, normalisations), so the per-store lists are merged by rank with
-//! reciprocal-rank fusion: a candidate scores `Σ 1 / (60 + rank)` over the
-//! lists it appears in (rank 1-based; the same chunk id in two stores is one
-//! candidate). Ties keep store order, then rank. The fused list is cut to the
-//! same candidate count a single store would have returned, then reranked,
-//! selected and rendered exactly as for one store.
+//! When every store asked runs the hybrid chain the same way (a lexical
+//! ranking, the same options, no reranker of its own), the federation
+//! answers as one store holding all their chunks would: each store's dense
+//! and lexical rankings are merged into one of each ([`merge_rankings`]), by
+//! closeness where the stores can say what their distances measure, and the
+//! one chain (fusion, verbatim matches, the head read again over the summed
+//! term statistics) runs once.
+//!
+//! Otherwise raw distances are not comparable across stores (different
+//! metrics, models, normalisations), so the per-store lists are merged by
+//! rank with reciprocal-rank fusion: a candidate scores `Σ 1 / (60 + rank)`
+//! over the lists it appears in (rank 1-based; the same chunk id in two
+//! stores is one candidate). Ties keep store order, then rank. The fused list
+//! is cut to the same candidate count a single store would have returned,
+//! then reranked, selected and rendered exactly as for one store.
 //!
 //! A store that fails or exceeds its timeout is skipped when another one
 //! answered; the caller renders [`skipped_line`] at the end of the result.
@@ -28,8 +36,10 @@ use std::time::Duration;
 use crate::error::SearchError;
 use crate::record::Candidate;
 use crate::request::SearchRequest;
-use crate::retrieval::{HybridOptions, RetrievalMode, Retriever, fuse_candidates};
-use crate::traits::{CallContext, Embedder, LexicalStore, Reranker, VectorStore};
+use crate::retrieval::{HybridOptions, RetrievalMode, Retriever, fuse_candidates, fusion_key};
+use crate::traits::{
+    CallContext, DistanceKind, Embedder, HybridInputs, LexicalStore, Reranker, TermStatistics, VectorStore,
+};
 
 /// The `k` of reciprocal-rank fusion (Cormack et al.): damps the weight of
 /// the very first ranks so one store cannot dominate.
@@ -195,6 +205,76 @@ pub fn fuse(lists: &[Vec<Candidate>]) -> Vec<Candidate> {
     // Equal scores keep first-seen order (store order, then rank).
     let weighted: Vec<(f64, &[Candidate])> = lists.iter().map(|l| (1.0, l.as_slice())).collect();
     fuse_candidates(&weighted, RRF_K)
+}
+
+/// Several stores' hybrid inputs as one store's: the nearest neighbours
+/// merged by closeness when the stores share an embedder and each says what
+/// its distances measure ([`VectorStore::distance_kind`]), by rank
+/// otherwise ([`fuse`]); the lexical rankings merged by score when every
+/// candidate has one (a lexical `distance` is a negated BM25 score, which
+/// the stores' own statistics make close enough to compare), by rank
+/// otherwise; each cut to `depth`, a chunk two stores hold kept once; the
+/// term statistics summed when every store has them. `stores[i]` answered
+/// `inputs[i]`.
+pub fn merge_rankings(stores: &[&FederatedStore], inputs: Vec<HybridInputs>, depth: usize) -> HybridInputs {
+    let shared_embedder = stores
+        .windows(2)
+        .all(|w| Arc::ptr_eq(&w[0].embedder, &w[1].embedder) && w[0].query_prefix == w[1].query_prefix);
+    let kinds: Option<Vec<DistanceKind>> = stores.iter().map(|s| s.store.distance_kind()).collect();
+    let mut statistics = Some(TermStatistics { rows: 0, frequencies: Vec::new() });
+    let (mut dense, mut lexical) = (Vec::new(), Vec::new());
+    for input in inputs {
+        statistics = match (statistics, input.statistics) {
+            (Some(mut sum), Some(one)) => {
+                sum.rows += one.rows;
+                sum.frequencies.resize(sum.frequencies.len().max(one.frequencies.len()), 0);
+                for (total, n) in sum.frequencies.iter_mut().zip(one.frequencies) {
+                    *total += n;
+                }
+                Some(sum)
+            }
+            _ => None,
+        };
+        dense.push(input.dense);
+        lexical.push(input.lexical);
+    }
+    let dense = match kinds.filter(|_| shared_embedder) {
+        Some(kinds) => {
+            let as_cosine = |(kind, list): (DistanceKind, Vec<Candidate>)| {
+                list.into_iter().map(move |mut c| {
+                    c.distance = c.distance.map(|d| kind.cosine_distance(d));
+                    c
+                })
+            };
+            by_distance(kinds.into_iter().zip(dense).flat_map(as_cosine).collect(), depth)
+        }
+        None => by_rank(&dense, depth),
+    };
+    let lexical = match lexical.iter().flatten().all(|c| c.distance.is_some_and(f64::is_finite)) {
+        true => by_distance(lexical.into_iter().flatten().collect(), depth),
+        false => by_rank(&lexical, depth),
+    };
+    HybridInputs { dense, lexical, statistics }
+}
+
+/// `candidates` closest first (stably: store order, then rank, among equal
+/// distances; no distance last), each chunk once, cut to `depth`.
+fn by_distance(mut candidates: Vec<Candidate>, depth: usize) -> Vec<Candidate> {
+    candidates.sort_by(|a, b| match (a.distance, b.distance) {
+        (Some(x), Some(y)) => x.total_cmp(&y),
+        (x, y) => x.is_none().cmp(&y.is_none()),
+    });
+    let mut seen = std::collections::HashSet::new();
+    candidates.retain(|c| seen.insert(fusion_key(c)));
+    candidates.truncate(depth);
+    candidates
+}
+
+/// `lists` merged by rank ([`fuse`]), cut to `depth`.
+fn by_rank(lists: &[Vec<Candidate>], depth: usize) -> Vec<Candidate> {
+    let mut merged = fuse(lists);
+    merged.truncate(depth);
+    merged
 }
 
 /// The one line appended to a result when stores were skipped.

@@ -34,7 +34,7 @@ pub use error::{BackendError, SearchError};
 pub use federated::{FederatedStore, SkippedStore, SourcePattern};
 pub use filter::{PathGlob, SearchFilter};
 pub use paths::PathClass;
-pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome};
+pub use pipeline::{PipelineOptions, RerankOptions, SearchEngine, SearchOutcome, StageTimings};
 pub use query::Query;
 pub use quote::{SHOWN_CHARS, shown};
 pub use record::{Candidate, Chunk, Metadata};
@@ -42,4 +42,4 @@ pub use registry::{FactoryContext, FactoryError, PluginKind, Registry, RegistryE
 pub use request::{ArgLimits, SearchArgs, SearchRequest, ValidationError};
 pub use rerank::{EmptyChain, RerankChain};
 pub use retrieval::{HybridOptions, LexicalQuery, LexicalStore, RetrievalMode, Retriever};
-pub use traits::{CallContext, EmbeddedChunk, Embedder, IndexStore, Reranker, VectorQuery, VectorStore};
+pub use traits::{CallContext, DistanceKind, EmbeddedChunk, Embedder, IndexStore, Reranker, VectorQuery, VectorStore};

@@ -1,20 +1,20 @@
 //! embed → retrieve → rerank → select → render, for one validated request.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::join_all;
 
 use crate::code_rank::{self, CodeRank};
 use crate::error::SearchError;
-use crate::federated::{FederatedStore, SkippedStore, fuse, humanize};
+use crate::federated::{FederatedStore, SkippedStore, fuse, humanize, merge_rankings};
 use crate::query::Query;
 use crate::record::Candidate;
 use crate::request::SearchRequest;
 use crate::rerank::score_order;
-use crate::retrieval::{Fused, HybridOptions, RetrievalMode, read_head_again};
+use crate::retrieval::{HybridOptions, RetrievalMode, hybrid};
 use crate::select::{PER_FILE_FIRST_PASS, clean_document, select_spread};
-use crate::traits::{CallContext, Embedder, LexicalStore, Reranker, TermStatistics, VectorStore};
+use crate::traits::{CallContext, Embedder, HybridInputs, LexicalStore, Reranker, VectorStore};
 
 /// Candidates fetched per requested result without reranking.
 pub const CANDIDATES_PER_RESULT: usize = 3;
@@ -61,11 +61,44 @@ impl Default for RerankOptions {
     }
 }
 
-/// The selected results, and the stores a federated search had to skip.
+/// The selected results, the stores a federated search had to skip, and
+/// how long each stage took.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SearchOutcome {
     pub results: Vec<Candidate>,
     pub skipped: Vec<SkippedStore>,
+    pub timings: StageTimings,
+}
+
+/// How long each stage of one search took.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StageTimings {
+    /// The query embedded (each distinct embedder, together).
+    pub embed: Duration,
+    /// The first stage: every store's rankings, fused and merged, with the
+    /// files the query names (and a store's own reranker).
+    pub retrieve: Duration,
+    /// Each stage of the reranker of the one list, by name, in order.
+    pub rerank: Vec<(String, Duration)>,
+    /// The code ranking ([`crate::code_rank`]).
+    pub code_rank: Duration,
+    /// Repeated text dropped and the results spread over files.
+    pub select: Duration,
+    pub total: Duration,
+}
+
+impl StageTimings {
+    /// The stage names a metric or a table shows, each with its time: the
+    /// rerank stages together as `rerank`.
+    pub fn stages(&self) -> [(&'static str, Duration); 5] {
+        [
+            ("embed", self.embed),
+            ("retrieve", self.retrieve),
+            ("rerank", self.rerank.iter().map(|(_, d)| *d).sum()),
+            ("code_rank", self.code_rank),
+            ("select", self.select),
+        ]
+    }
 }
 
 /// One search configuration: an embedder, a store and an optional reranker
@@ -93,6 +126,8 @@ pub struct SearchEngine {
     /// Orders the candidates again as code ([`crate::code_rank`]), after any
     /// reranker; off unless [`with_code_rank`](Self::with_code_rank).
     code_rank: Option<CodeRank>,
+    /// Candidates asked of each store, when fixed ([`with_candidates`](Self::with_candidates)).
+    candidates: Option<usize>,
     federated: bool,
 }
 
@@ -104,6 +139,7 @@ impl std::fmt::Debug for SearchEngine {
             .field("rerank", &self.rerank)
             .field("per_file", &self.per_file)
             .field("code_rank", &self.code_rank)
+            .field("candidates", &self.candidates)
             .field("federated", &self.federated)
             .finish()
     }
@@ -146,6 +182,7 @@ impl SearchEngine {
             rerank: options.rerank,
             per_file: PER_FILE_FIRST_PASS,
             code_rank: None,
+            candidates: None,
             federated: false,
         }
     }
@@ -159,6 +196,7 @@ impl SearchEngine {
             rerank,
             per_file: PER_FILE_FIRST_PASS,
             code_rank: None,
+            candidates: None,
             federated: true,
         }
     }
@@ -174,6 +212,15 @@ impl SearchEngine {
     /// stores and the reranker ranked them), see [`crate::code_rank`].
     pub fn with_code_rank(mut self, code_rank: Option<CodeRank>) -> Self {
         self.code_rank = code_rank;
+        self
+    }
+
+    /// The same engine asking each store for `candidates` (at least the
+    /// results asked for, and what the code ranking reads) instead of a
+    /// number derived from the results asked for: an evaluation's
+    /// `candidates` setting.
+    pub fn with_candidates(mut self, candidates: Option<usize>) -> Self {
+        self.candidates = candidates;
         self
     }
 
@@ -205,6 +252,11 @@ impl SearchEngine {
     /// Candidates asked of each store, and kept after fusion, for `limit`
     /// results.
     pub fn candidate_count(&self, limit: usize) -> usize {
+        if let Some(candidates) = self.candidates {
+            let code = (limit * code_rank::CANDIDATES_PER_RESULT).min(code_rank::MAX_CANDIDATES);
+            let fixed = candidates.max(limit);
+            return if self.code_rank.is_some() { fixed.max(code) } else { fixed };
+        }
         if self.code_rank.is_some() {
             let own = (limit * code_rank::CANDIDATES_PER_RESULT).min(code_rank::MAX_CANDIDATES);
             let reranked = (limit * self.rerank.candidate_multiplier).min(self.rerank.max_candidates);
@@ -231,6 +283,8 @@ impl SearchEngine {
         if asked.is_empty() {
             return Ok(SearchOutcome::default());
         }
+        let started = Instant::now();
+        let mut timings = StageTimings::default();
         let n_results = self.candidate_count(request.limit);
         let query = Query::new(&request.query);
         let query = &query;
@@ -255,7 +309,12 @@ impl SearchEngine {
             embedder.embed(&input, ctx).await.map(|mut v| v.swap_remove(0))
         }))
         .await;
+        timings.embed = started.elapsed();
+        let retrieving = Instant::now();
 
+        // A federation of hybrid stores answers as one store would: each
+        // store's two rankings merged into one of each, then one hybrid chain.
+        let joint = if self.federated { joint_hybrid(&asked) } else { None };
         let answers = join_all(asked.iter().zip(&group_of).map(|(store, group)| {
             let embedding = group.map(|g| (g, &embeddings[g]));
             async move {
@@ -269,7 +328,17 @@ impl SearchEngine {
                         return Err(StoreFailure::Embedding(g));
                     }
                 };
-                let answer = self.query_store(store, request, query, embedding, n_results, ctx);
+                let answer = async {
+                    match joint {
+                        Some(options) => {
+                            let depth = options.depth.max(n_results);
+                            self.store_rankings(store, request, query, embedding, depth, ctx).await
+                        }
+                        None => {
+                            self.query_store(store, request, query, embedding, n_results, ctx).await.map(Answer::Ranked)
+                        }
+                    }
+                };
                 if !self.federated {
                     return answer.await.map_err(StoreFailure::Search);
                 }
@@ -287,8 +356,8 @@ impl SearchEngine {
             let mut failures = Vec::new();
             for (store, answer) in asked.iter().zip(answers) {
                 match answer {
-                    Ok(list) => {
-                        lists.push(list);
+                    Ok(answer) => {
+                        lists.push(answer);
                         answered.push(*store);
                     }
                     Err(failure) => {
@@ -309,17 +378,19 @@ impl SearchEngine {
             if lists.is_empty() {
                 return Err(SearchError::AllStoresFailed(failures));
             }
-            let mut fused = fuse(&lists);
-            fused.truncate(n_results);
-            if let Some((rerank, statistics)) = union_statistics(&answered, query, ctx).await {
-                let mut merged = Fused { candidates: fused, verbatim: 0 };
-                read_head_again(query, &mut merged, rerank, &statistics);
-                fused = merged.candidates;
-            }
+            let fused = match joint {
+                Some(options) => joint_answer(&answered, lists, query, &options, n_results),
+                None => {
+                    let lists: Vec<Vec<Candidate>> = lists.into_iter().map(Answer::into_candidates).collect();
+                    let mut fused = fuse(&lists);
+                    fused.truncate(n_results);
+                    fused
+                }
+            };
             (fused, failures.into_iter().map(|(store, reason)| SkippedStore { store, reason }).collect())
         } else {
             match answers.into_iter().next() {
-                Some(Ok(list)) => (list, Vec::new()),
+                Some(Ok(answer)) => (answer.into_candidates(), Vec::new()),
                 Some(Err(StoreFailure::Embedding(g))) => match embeddings.swap_remove(g) {
                     Err(e) => return Err(e.into()),
                     Ok(_) => (Vec::new(), Vec::new()),
@@ -328,13 +399,34 @@ impl SearchEngine {
                 Some(Err(StoreFailure::Timeout(_))) | None => (Vec::new(), Vec::new()),
             }
         };
+        timings.retrieve = retrieving.elapsed();
         if let Some(reranker) = &self.reranker {
-            candidates = rerank_candidates(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
+            let (reranked, stages) =
+                rerank_candidates_timed(reranker.as_ref(), &self.rerank, &request.query, candidates, ctx).await?;
+            candidates = reranked;
+            timings.rerank = stages;
         }
         if let Some(code_rank) = &self.code_rank {
+            let ranking = Instant::now();
             candidates = code_rank.rank(&query.shape, candidates);
+            timings.code_rank = ranking.elapsed();
         }
-        Ok(SearchOutcome { results: select_spread(candidates, request.limit, self.per_file), skipped })
+        let selecting = Instant::now();
+        let results = select_spread(candidates, request.limit, self.per_file);
+        timings.select = selecting.elapsed();
+        timings.total = started.elapsed();
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        let [embed, retrieve, rerank, code, select] = timings.stages().map(|(_, d)| ms(d));
+        tracing::debug!(
+            embed,
+            retrieve,
+            rerank,
+            code_rank = code,
+            select,
+            total = ms(timings.total),
+            "search stages (ms)"
+        );
+        Ok(SearchOutcome { results, skipped, timings })
     }
 
     /// One store's candidates: checked against its embedder's dimension
@@ -369,38 +461,100 @@ impl SearchEngine {
         }
         Ok(candidates)
     }
+
+    /// One hybrid store's inputs for a joint answer ([`joint_hybrid`]): its
+    /// two rankings, to `depth`, its term statistics, and the chunks of the
+    /// files the query names when the code ranking reads them.
+    async fn store_rankings(
+        &self,
+        store: &FederatedStore,
+        request: &SearchRequest,
+        query: &Query,
+        embedding: Option<Vec<f32>>,
+        depth: usize,
+        ctx: &CallContext,
+    ) -> Result<Answer, SearchError> {
+        let embedding = embedding.unwrap_or_default();
+        store.check_dimension(embedding.len(), ctx).await?;
+        // `joint_hybrid` asked only stores with a lexical ranking.
+        let Some(lexical) = store.lexical() else { return Ok(Answer::Ranked(Vec::new())) };
+        let rankings =
+            store.retriever.rankings(store.store.as_ref(), lexical, query, embedding, depth, &request.filter, ctx);
+        let named = async {
+            match self.code_rank {
+                Some(_) => lexical.named_files(query, &request.filter, ctx).await,
+                None => Ok(Vec::new()),
+            }
+        };
+        let (inputs, named) = futures::join!(rankings, named);
+        Ok(Answer::Rankings { inputs: inputs?, named: named? })
+    }
 }
 
-/// The term statistics of the union of `stores` when each of them reads its
-/// hybrid head again, with the longest head they read: the merged list is
-/// then read again as one store's would be. Merged by rank alone, one
-/// store's best would otherwise stand beside another's weakest. `None` when
-/// any store cannot say, or fails to.
-async fn union_statistics(
+/// What one store of a search answered.
+enum Answer {
+    /// Its candidates, ranked in its own mode.
+    Ranked(Vec<Candidate>),
+    /// The inputs of a joint hybrid answer, and the chunks of the files the
+    /// query names.
+    Rankings { inputs: HybridInputs, named: Vec<Candidate> },
+}
+
+impl Answer {
+    fn into_candidates(self) -> Vec<Candidate> {
+        match self {
+            Answer::Ranked(list) => list,
+            Answer::Rankings { inputs, mut named } => {
+                let mut list = inputs.dense;
+                list.append(&mut named);
+                list
+            }
+        }
+    }
+}
+
+/// The hybrid options a federation's stores share when every store asked
+/// runs the hybrid chain the same way (a lexical ranking, no reranker of its
+/// own, the same options): their answer is then one store's, from the
+/// union of their rankings ([`joint_answer`]).
+fn joint_hybrid(stores: &[&FederatedStore]) -> Option<HybridOptions> {
+    let options = *stores.first()?.retriever.hybrid();
+    let joint = stores.len() > 1
+        && stores.iter().all(|s| {
+            s.retriever.mode() == RetrievalMode::Hybrid
+                && s.lexical().is_some()
+                && s.reranker.is_none()
+                && *s.retriever.hybrid() == options
+        });
+    joint.then_some(options)
+}
+
+/// The stores' rankings as one store's ([`merge_rankings`]), run through the
+/// one hybrid chain, followed by the chunks of the files the query names.
+fn joint_answer(
     stores: &[&FederatedStore],
+    answers: Vec<Answer>,
     query: &Query,
-    ctx: &CallContext,
-) -> Option<(usize, TermStatistics)> {
-    if stores.len() < 2 {
-        return None;
-    }
-    let tokens = query.lookup_tokens();
-    let mut union = TermStatistics { rows: 0, frequencies: vec![0; tokens.len()] };
-    let mut rerank = 0;
-    for store in stores {
-        let hybrid = store.retriever.hybrid();
-        let lexical = store.lexical()?;
-        if store.retriever.mode() != RetrievalMode::Hybrid || !crate::retrieval::reads_head_again(query, hybrid) {
-            return None;
+    options: &HybridOptions,
+    n_results: usize,
+) -> Vec<Candidate> {
+    let mut inputs = Vec::new();
+    let mut named = Vec::new();
+    for answer in answers {
+        match answer {
+            Answer::Rankings { inputs: i, named: mut n } => {
+                inputs.push(i);
+                named.append(&mut n);
+            }
+            Answer::Ranked(list) => inputs.push(HybridInputs { dense: list, lexical: Vec::new(), statistics: None }),
         }
-        let statistics = lexical.term_statistics(&tokens, ctx).await.ok()??;
-        union.rows += statistics.rows;
-        for (sum, n) in union.frequencies.iter_mut().zip(statistics.frequencies) {
-            *sum += n;
-        }
-        rerank = rerank.max(hybrid.rerank);
     }
-    Some((rerank, union))
+    let depth = options.depth.max(n_results);
+    let HybridInputs { dense, lexical, statistics } = merge_rankings(stores, inputs, depth);
+    let mut candidates = hybrid(query, dense, lexical, options, n_results, statistics.as_ref());
+    let mut seen: std::collections::HashSet<String> = candidates.iter().map(|c| c.chunk.id.clone()).collect();
+    candidates.extend(named.into_iter().filter(|c| seen.insert(c.chunk.id.clone())));
+    candidates
 }
 
 /// `candidates` followed by the chunks of the files the query names that
@@ -431,20 +585,32 @@ pub async fn rerank_candidates(
     candidates: Vec<Candidate>,
     ctx: &CallContext,
 ) -> Result<Vec<Candidate>, SearchError> {
+    rerank_candidates_timed(reranker, caps, query, candidates, ctx).await.map(|(ranked, _)| ranked)
+}
+
+/// [`rerank_candidates`], also reporting each rerank stage's time
+/// ([`Reranker::rerank_timed`]; none when no stage ran).
+pub async fn rerank_candidates_timed(
+    reranker: &dyn Reranker,
+    caps: &RerankOptions,
+    query: &str,
+    candidates: Vec<Candidate>,
+    ctx: &CallContext,
+) -> Result<(Vec<Candidate>, Vec<(String, Duration)>), SearchError> {
     let min_score = reranker.min_score();
     // One candidate needs no order, but with a cut-off it still needs a score.
     if candidates.is_empty() || (candidates.len() < 2 && min_score.is_none()) {
-        return Ok(candidates);
+        return Ok((candidates, Vec::new()));
     }
     let documents = rerank_documents(&candidates, caps)?;
-    let scores = reranker.rerank(query, &documents, ctx).await?;
+    let (scores, stages) = reranker.rerank_timed(query, &documents, ctx).await?;
     let mut scored: Vec<(f64, Candidate)> = scores.into_iter().zip(candidates).collect();
     if let Some(min) = min_score {
         scored.retain(|(score, _)| *score >= min);
     }
     // Stable, highest first; NaN sorts last rather than poisoning the order.
     scored.sort_by(|a, b| score_order(a.0, b.0));
-    Ok(scored.into_iter().map(|(_, c)| c).collect())
+    Ok((scored.into_iter().map(|(_, c)| c).collect(), stages))
 }
 
 /// The reranker's view of each candidate, checked against the byte caps

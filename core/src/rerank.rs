@@ -73,11 +73,46 @@ impl RerankChain {
     pub fn stages(&self) -> &[Arc<dyn Reranker>] {
         &self.stages
     }
+}
+
+/// `scores[p]` belongs to document `order[p]`; returns them by document,
+/// with exact ties separated as the module docs describe.
+fn in_original_order(order: &[usize], scores: &[f64]) -> Vec<f64> {
+    let mut ranked: Vec<(f64, usize)> = scores.iter().copied().zip(order.iter().copied()).collect();
+    ranked.sort_by(|a, b| score_order(a.0, b.0));
+    // From the bottom up: each score must beat the one below it, or tie with
+    // it and come earlier in the original order (the pipeline's tie-break).
+    for p in (0..ranked.len().saturating_sub(1)).rev() {
+        let (below, below_index) = ranked[p + 1];
+        let (score, index) = ranked[p];
+        if score.is_nan() || below.is_nan() || below == f64::INFINITY {
+            continue;
+        }
+        if score < below || (score == below && index > below_index) {
+            ranked[p].0 = below.next_up();
+        }
+    }
+    let mut out = vec![0.0; ranked.len()];
+    for (score, index) in ranked {
+        out[index] = score;
+    }
+    out
+}
+
+#[async_trait]
+impl Reranker for RerankChain {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn rerank(&self, query: &str, documents: &[String], ctx: &CallContext) -> Result<Vec<f64>, BackendError> {
+        self.rerank_timed(query, documents, ctx).await.map(|(scores, _)| scores)
+    }
 
     /// [`Reranker::rerank`], also reporting each stage's name and the time
     /// it took, in stage order. No stage is called for no document (and no
     /// timing is reported).
-    pub async fn rerank_timed(
+    async fn rerank_timed(
         &self,
         query: &str,
         documents: &[String],
@@ -114,41 +149,6 @@ impl RerankChain {
             }
         }
         Ok((in_original_order(&order, &scores), timings))
-    }
-}
-
-/// `scores[p]` belongs to document `order[p]`; returns them by document,
-/// with exact ties separated as the module docs describe.
-fn in_original_order(order: &[usize], scores: &[f64]) -> Vec<f64> {
-    let mut ranked: Vec<(f64, usize)> = scores.iter().copied().zip(order.iter().copied()).collect();
-    ranked.sort_by(|a, b| score_order(a.0, b.0));
-    // From the bottom up: each score must beat the one below it, or tie with
-    // it and come earlier in the original order (the pipeline's tie-break).
-    for p in (0..ranked.len().saturating_sub(1)).rev() {
-        let (below, below_index) = ranked[p + 1];
-        let (score, index) = ranked[p];
-        if score.is_nan() || below.is_nan() || below == f64::INFINITY {
-            continue;
-        }
-        if score < below || (score == below && index > below_index) {
-            ranked[p].0 = below.next_up();
-        }
-    }
-    let mut out = vec![0.0; ranked.len()];
-    for (score, index) in ranked {
-        out[index] = score;
-    }
-    out
-}
-
-#[async_trait]
-impl Reranker for RerankChain {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    async fn rerank(&self, query: &str, documents: &[String], ctx: &CallContext) -> Result<Vec<f64>, BackendError> {
-        self.rerank_timed(query, documents, ctx).await.map(|(scores, _)| scores)
     }
 
     /// The chain's own cut-off, else the last stage's.

@@ -425,24 +425,39 @@ impl Retriever {
             async move { store.query(&query, ctx).await }
         };
         let Some((mode, lexical)) = lexical else { return dense(embedding, n_results).await };
-        let words = |n_results: usize| LexicalQuery { text: query.text.clone(), n_results, filter: filter.clone() };
         if mode == RetrievalMode::Lexical {
-            return lexical.lexical_query(&words(n_results), ctx).await;
+            let words = LexicalQuery { text: query.text.clone(), n_results, filter: filter.clone() };
+            return lexical.lexical_query(&words, ctx).await;
         }
         let depth = self.hybrid.depth.max(n_results);
-        let deep = words(depth);
+        let inputs = self.rankings(store, lexical, query, embedding.unwrap_or_default(), depth, filter, ctx).await?;
+        let HybridInputs { dense, lexical, statistics } = inputs;
+        Ok(hybrid(query, dense, lexical, &self.hybrid, n_results, statistics.as_ref()))
+    }
+
+    /// The inputs of the hybrid chain over `store`: its `depth` nearest
+    /// neighbours of `embedding`, the `depth` best of `lexical`'s ranking,
+    /// and the term statistics of the query's tokens when the head will be
+    /// read again ([`reads_head_again`]). In one call when `lexical` is the
+    /// store's own and answers them together ([`LexicalStore::hybrid_inputs`]).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn rankings(
+        &self,
+        store: &dyn VectorStore,
+        lexical: &dyn LexicalStore,
+        query: &Query,
+        embedding: Vec<f32>,
+        depth: usize,
+        filter: &SearchFilter,
+        ctx: &CallContext,
+    ) -> Result<HybridInputs, BackendError> {
+        let deep = LexicalQuery { text: query.text.clone(), n_results: depth, filter: filter.clone() };
         let tokens = reads_head_again(query, &self.hybrid).then(|| query.lookup_tokens());
-        let embedding = embedding.unwrap_or_default();
         // Only a store's own lexical ranking may answer the nearest neighbours
         // with it: an index kept beside a store holds other vectors.
         let own = store.lexical().is_some_and(|own| std::ptr::addr_eq(own, lexical));
-        let together = match own {
-            true => lexical.hybrid_inputs(&deep, &embedding, tokens.as_deref(), ctx).await,
-            false => None,
-        };
-        if let Some(inputs) = together {
-            let HybridInputs { dense, lexical, statistics } = inputs?;
-            return Ok(hybrid(query, dense, lexical, &self.hybrid, n_results, statistics.as_ref()));
+        if own && let Some(inputs) = lexical.hybrid_inputs(&deep, &embedding, tokens.as_deref(), ctx).await {
+            return inputs;
         }
         let statistics = async {
             match &tokens {
@@ -450,9 +465,10 @@ impl Retriever {
                 None => Ok(None),
             }
         };
+        let nearest = VectorQuery { embedding, n_results: depth, filter: filter.clone() };
         let (dense, ranked, statistics) =
-            futures::join!(dense(Some(embedding), depth), lexical.lexical_query(&deep, ctx), statistics);
-        Ok(hybrid(query, dense?, ranked?, &self.hybrid, n_results, statistics?.as_ref()))
+            futures::join!(store.query(&nearest, ctx), lexical.lexical_query(&deep, ctx), statistics);
+        Ok(HybridInputs { dense: dense?, lexical: ranked?, statistics: statistics? })
     }
 }
 

@@ -84,6 +84,36 @@ pub trait VectorStore: Send + Sync {
     fn lexical(&self) -> Option<&dyn LexicalStore> {
         None
     }
+
+    /// What the `distance` of [`query`](Self::query)'s candidates measures,
+    /// when the store knows: a federation of stores that share an embedder
+    /// merges their nearest neighbours by closeness when every store says,
+    /// by rank otherwise. May be `None` until the store has answered a query.
+    fn distance_kind(&self) -> Option<DistanceKind> {
+        None
+    }
+}
+
+/// What a store's dense `distance` measures, for vectors of length 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DistanceKind {
+    /// `1 − cos`.
+    Cosine,
+    /// The squared Euclidean distance, `2 − 2·cos`.
+    SquaredEuclidean,
+    /// `−cos`: a similarity, negated so that lower is closer.
+    NegatedCosine,
+}
+
+impl DistanceKind {
+    /// `distance` as `1 − cos`.
+    pub fn cosine_distance(self, distance: f64) -> f64 {
+        match self {
+            DistanceKind::Cosine => distance,
+            DistanceKind::SquaredEuclidean => distance / 2.0,
+            DistanceKind::NegatedCosine => 1.0 + distance,
+        }
+    }
 }
 
 /// Scores documents against a query.
@@ -98,6 +128,20 @@ pub trait Reranker: Send + Sync {
 
     /// One relevance score per document.
     async fn rerank(&self, query: &str, documents: &[String], ctx: &CallContext) -> Result<Vec<f64>, BackendError>;
+
+    /// [`rerank`](Self::rerank), also reporting the time each of its stages
+    /// took, by name, in order: one stage, this reranker, unless it is a
+    /// chain ([`RerankChain`](crate::RerankChain)).
+    async fn rerank_timed(
+        &self,
+        query: &str,
+        documents: &[String],
+        ctx: &CallContext,
+    ) -> Result<(Vec<f64>, Vec<(String, std::time::Duration)>), BackendError> {
+        let started = std::time::Instant::now();
+        let scores = self.rerank(query, documents, ctx).await?;
+        Ok((scores, vec![(self.name().to_owned(), started.elapsed())]))
+    }
 
     /// The lowest score a candidate may have and still be selected; the
     /// pipeline drops candidates scoring below it (or NaN) before selection.

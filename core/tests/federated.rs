@@ -6,10 +6,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rr_core::federated::{FederatedStore, SourcePattern, fuse, skipped_line};
+use rr_core::federated::{FederatedStore, SourcePattern, fuse, merge_rankings, skipped_line};
+use rr_core::traits::{HybridInputs, TermStatistics};
 use rr_core::{
-    BackendError, CallContext, Candidate, Chunk, Embedder, Metadata, RerankOptions, SearchArgs, SearchEngine,
-    SearchOutcome, SearchRequest, VectorQuery, VectorStore,
+    BackendError, CallContext, Candidate, Chunk, DistanceKind, Embedder, Metadata, RerankOptions, SearchArgs,
+    SearchEngine, SearchOutcome, SearchRequest, VectorQuery, VectorStore,
 };
 
 struct CountingEmbedder(Mutex<usize>, usize);
@@ -203,14 +204,15 @@ async fn the_merged_head_of_hybrid_stores_is_read_again_over_their_union() {
         let out = engine.search_outcome(&request, &CallContext::default()).await.unwrap();
         ids(&out).into_iter().map(str::to_owned).collect::<Vec<_>>()
     };
-    // Merged by rank alone, the first store's weak best leads the second store's answer.
+    // Fused without reading the head again, the first store's weak best leads (equal lexical
+    // scores keep store order).
     let merged = SearchEngine::federated(
         vec![hybrid("one", vec![a.clone(), b.clone()], 0), hybrid("two", vec![c.clone()], 0)],
         None,
         RerankOptions::default(),
     )
     .with_per_file(0);
-    assert_eq!(query(merged).await, ["a", "c", "b"]);
+    assert_eq!(query(merged).await, ["a", "b", "c"]);
     // Each store reading its head again, the merged head is read again too: the chunk that
     // names both words leads.
     let read = SearchEngine::federated(
@@ -220,4 +222,68 @@ async fn the_merged_head_of_hybrid_stores_is_read_again_over_their_union() {
     )
     .with_per_file(0);
     assert_eq!(query(read).await, ["c", "a", "b"]);
+}
+
+/// A store that says what its distances measure.
+struct Measured(Option<DistanceKind>);
+#[async_trait]
+impl VectorStore for Measured {
+    fn name(&self) -> &str {
+        "measured"
+    }
+    async fn query(&self, _: &VectorQuery, _: &CallContext) -> Result<Vec<Candidate>, BackendError> {
+        Ok(Vec::new())
+    }
+    fn distance_kind(&self) -> Option<DistanceKind> {
+        self.0
+    }
+}
+
+fn at(id: &str, distance: f64) -> Candidate {
+    Candidate { distance: Some(distance), ..cand(id) }
+}
+
+#[test]
+fn joint_rankings_merge_by_closeness_and_score_and_sum_the_statistics() {
+    let e: Arc<dyn Embedder> = Arc::new(CountingEmbedder(Mutex::default(), 2));
+    let measured = |kind| FederatedStore::new("s", Arc::new(Measured(kind)), e.clone());
+    let inputs = || {
+        vec![
+            HybridInputs {
+                dense: vec![at("a", 0.3), at("b", 0.5)],
+                lexical: vec![at("a", -3.0)],
+                statistics: Some(TermStatistics { rows: 10, frequencies: vec![1, 2] }),
+            },
+            HybridInputs {
+                // Squared Euclidean distances of unit vectors: twice the cosine distance.
+                dense: vec![at("c", 0.4), at("a", 0.6), at("d", 1.2)],
+                lexical: vec![at("d", -5.0), at("c", -1.0)],
+                statistics: Some(TermStatistics { rows: 5, frequencies: vec![0, 1] }),
+            },
+        ]
+    };
+    let ids = |list: &[Candidate]| list.iter().map(|c| c.chunk.id.clone()).collect::<Vec<_>>();
+    let (cosine, euclid) = (measured(Some(DistanceKind::Cosine)), measured(Some(DistanceKind::SquaredEuclidean)));
+    let merged = merge_rankings(&[&cosine, &euclid], inputs(), 50);
+    // c 0.2, a 0.3 (its 0.3 from the second store comes later and is dropped), b 0.5, d 0.6.
+    assert_eq!(ids(&merged.dense), ["c", "a", "b", "d"]);
+    assert_eq!(merged.dense[0].distance, Some(0.2));
+    assert_eq!(ids(&merged.lexical), ["d", "a", "c"]);
+    assert_eq!(merged.statistics, Some(TermStatistics { rows: 15, frequencies: vec![1, 3] }));
+    // Cut to the depth asked for.
+    assert_eq!(ids(&merge_rankings(&[&cosine, &euclid], inputs(), 2).dense), ["c", "a"]);
+    // A store that cannot say what its distances measure: merged by rank.
+    let unknown = measured(None);
+    assert_eq!(ids(&merge_rankings(&[&cosine, &unknown], inputs(), 50).dense), ["a", "c", "b", "d"]);
+    // Stores with different embedders: by rank too.
+    let other = FederatedStore::new(
+        "o",
+        Arc::new(Measured(Some(DistanceKind::Cosine))),
+        Arc::new(CountingEmbedder(Mutex::default(), 2)),
+    );
+    assert_eq!(ids(&merge_rankings(&[&cosine, &other], inputs(), 50).dense), ["a", "c", "b", "d"]);
+    // A store without statistics: none.
+    let mut partial = inputs();
+    partial[1].statistics = None;
+    assert_eq!(merge_rankings(&[&cosine, &euclid], partial, 50).statistics, None);
 }

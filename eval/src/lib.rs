@@ -107,8 +107,9 @@ pub async fn evaluate(
     limit: usize,
 ) -> Result<PipelineReport, pipelines::PipelineError> {
     let mut outcomes = Vec::with_capacity(queries.len());
+    let engine = pipeline.engine();
     for query in queries {
-        let (results, timings) = pipeline.run(query, limit).await?;
+        let (results, timings) = pipeline.run(&engine, query, limit).await?;
         let matches: Vec<Vec<usize>> = results
             .iter()
             .map(|c| {

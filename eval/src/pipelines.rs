@@ -1,5 +1,5 @@
-//! The pipelines an evaluation compares, and one query through a pipeline
-//! with each step timed.
+//! The pipelines an evaluation compares, each run by the engine itself
+//! ([`SearchEngine`], as `search` and `serve` run it), with each stage timed.
 //!
 //! A pipelines file (TOML) lists `[[pipeline]]` tables:
 //!
@@ -35,17 +35,15 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use figment::Figment;
 use figment::providers::{Format, Toml};
 use rr_core::CodeRank;
 use rr_core::registry::{FactoryContext, Registry};
-use rr_core::rerank::score_order;
-use rr_core::select::{PER_FILE_FIRST_PASS, select_spread};
+use rr_core::select::PER_FILE_FIRST_PASS;
 use rr_core::{
-    CallContext, Candidate, Embedder, HybridOptions, RerankChain, RerankOptions, Reranker as _, RetrievalMode,
-    Retriever, VectorStore,
+    CallContext, Candidate, Embedder, HybridOptions, PipelineOptions, RerankChain, RerankOptions, RetrievalMode,
+    Retriever, SearchEngine, SearchRequest, VectorStore,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -115,9 +113,9 @@ pub enum PipelineError {
     /// The chunks of the baseline's store could not be read.
     #[error("{}: {source}", super::bm25::NAME)]
     Baseline { source: Cause },
-    /// A step (`embed`, `retrieve`, `rerank`) of a query failed.
-    #[error("pipeline {pipeline:?}, query on line {line}: {step}: {source}")]
-    Query { pipeline: String, line: usize, step: &'static str, source: Cause },
+    /// A query failed.
+    #[error("pipeline {pipeline:?}, query on line {line}: {source}")]
+    Query { pipeline: String, line: usize, source: Cause },
     /// The default comparison's store folder could not be opened.
     #[error(transparent)]
     Local(#[from] rr_engine::local::LocalError),
@@ -137,7 +135,7 @@ pub struct Pipeline {
     /// The first stage: dense, lexical or hybrid.
     pub retriever: Retriever,
     /// The rerank stages in order, with the cut-off; `None` for no reranking.
-    pub reranker: Option<RerankChain>,
+    pub reranker: Option<Arc<RerankChain>>,
     pub candidates: usize,
     /// Results one file gets before other files have had their turn when the
     /// results are selected ([`select_spread`]); 0 keeps the ranking's order.
@@ -177,105 +175,43 @@ impl std::fmt::Debug for Pipeline {
     }
 }
 
-/// The time each step of one query took.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Timings {
-    pub embed: Duration,
-    pub retrieve: Duration,
-    /// Each rerank stage by name, in order.
-    pub stages: Vec<(String, Duration)>,
-    pub total: Duration,
-}
+/// The time each stage of one query took: the engine's own timings.
+pub use rr_core::StageTimings as Timings;
 
 impl Pipeline {
-    /// Embeds the query (with the prefix) unless the mode needs no vector,
-    /// retrieves `candidates` through the query's filter in the pipeline's
-    /// mode, reranks stage by stage, applies the cut-off and selects the
-    /// first `limit` as the `search` tool does ([`select_spread`]).
-    pub async fn run(&self, query: &EvalQuery, limit: usize) -> Result<(Vec<Candidate>, Timings), PipelineError> {
-        let ctx = CallContext::default();
-        let failed = |step: &'static str, source: Cause| PipelineError::Query {
-            pipeline: self.name.clone(),
-            line: query.line,
-            step,
-            source,
+    /// The engine that runs this pipeline: the same [`SearchEngine`] as
+    /// `search` and `serve`, with this pipeline's settings.
+    pub fn engine(&self) -> SearchEngine {
+        let options = PipelineOptions {
+            query_prefix: self.query_prefix.clone(),
+            retrieval: self.retriever.mode(),
+            hybrid: *self.retriever.hybrid(),
+            rerank: RerankOptions::default(),
         };
-        let started = Instant::now();
-        let mut timings = Timings::default();
-        let analysed = rr_core::Query::new(&query.query);
-        let lexical = self.store.lexical();
-        let embedding = match self.retriever.needs_embedding(lexical.is_some()) {
-            true => {
-                let input = [format!("{}{}", self.query_prefix, query.query)];
-                let mut vectors = self.embedder.embed(&input, &ctx).await.map_err(|e| failed("embed", e.into()))?;
-                Some(vectors.swap_remove(0))
-            }
-            false => None,
-        };
-        timings.embed = started.elapsed();
+        let reranker = self.reranker.clone().map(|chain| chain as Arc<dyn rr_core::Reranker>);
+        SearchEngine::new(self.embedder.clone(), self.store.clone(), reranker, options)
+            .with_per_file(self.per_file)
+            .with_code_rank(self.code_rank.clone())
+            .with_candidates(Some(self.candidates))
+    }
 
-        let at = Instant::now();
-        let n_results = match self.code_rank {
-            Some(_) => self
-                .candidates
-                .max(limit)
-                .max((limit * rr_core::code_rank::CANDIDATES_PER_RESULT).min(rr_core::code_rank::MAX_CANDIDATES)),
-            None => self.candidates.max(limit),
-        };
-        let candidates = self
-            .retriever
-            .retrieve(self.store.as_ref(), lexical, &analysed, embedding, n_results, &query.filter, &ctx)
+    /// One query through `engine` ([`engine`](Self::engine)), its first
+    /// `limit` results as the `search` tool selects them, and the time each
+    /// stage took.
+    pub async fn run(
+        &self,
+        engine: &SearchEngine,
+        query: &EvalQuery,
+        limit: usize,
+    ) -> Result<(Vec<Candidate>, Timings), PipelineError> {
+        let request =
+            SearchRequest { query: query.query.clone(), limit, filter: query.filter.clone(), source: String::new() };
+        let outcome = engine
+            .search_outcome(&request, &CallContext::default())
             .await
-            .map_err(|e| failed("retrieve", e.into()))?;
-        // The code ranking reads the files the query names too (before the
-        // rerank stages, which see them like the rest).
-        let candidates = match self.code_rank {
-            None => candidates,
-            Some(_) => rr_core::pipeline::with_named_files(lexical, &analysed, &query.filter, candidates, &ctx)
-                .await
-                .map_err(|e| failed("retrieve", e.into()))?,
-        };
-        timings.retrieve = at.elapsed();
-
-        let results = match &self.reranker {
-            None => candidates,
-            Some(chain) => {
-                let (ranked, stages) = rerank_in_stages(chain, &query.query, candidates, &ctx)
-                    .await
-                    .map_err(|e| failed("rerank", e.into()))?;
-                timings.stages = stages;
-                ranked
-            }
-        };
-        let results = match &self.code_rank {
-            None => results,
-            // Timed in the total, not as a rerank stage.
-            Some(code_rank) => code_rank.rank(&analysed.shape, results),
-        };
-        let results = select_spread(results, limit, self.per_file);
-        timings.total = started.elapsed();
-        Ok((results, timings))
+            .map_err(|e| PipelineError::Query { pipeline: self.name.clone(), line: query.line, source: Box::new(e) })?;
+        Ok((outcome.results, outcome.timings))
     }
-}
-
-/// Reranks `candidates` through the chain (each stage sees the order the
-/// one before produced), drops what the last stage scored below the chain's
-/// cut-off (and NaN), and sorts as the pipeline does: stable, highest first,
-/// NaN last. Returns the final order and each stage's name and duration.
-pub async fn rerank_in_stages(
-    chain: &RerankChain,
-    query: &str,
-    candidates: Vec<Candidate>,
-    ctx: &CallContext,
-) -> Result<(Vec<Candidate>, Vec<(String, Duration)>), rr_core::SearchError> {
-    let documents = rr_core::pipeline::rerank_documents(&candidates, &RerankOptions::default())?;
-    let (scores, timings) = chain.rerank_timed(query, &documents, ctx).await?;
-    let mut ranked: Vec<(f64, Candidate)> = scores.into_iter().zip(candidates).collect();
-    if let Some(min) = chain.min_score() {
-        ranked.retain(|(score, _)| *score >= min);
-    }
-    ranked.sort_by(|a, b| score_order(a.0, b.0));
-    Ok((ranked.into_iter().map(|(_, c)| c).collect(), timings))
 }
 
 /// The default comparison: the embedded store at `store_dir` with its own
@@ -297,7 +233,7 @@ pub fn defaults(
         chains.push(vec![CROSS_ENCODER.0]);
     }
     let known = registry.names(rr_core::PluginKind::Reranker);
-    let pipeline = |name: String, mode: RetrievalMode, reranker: Option<RerankChain>| Pipeline {
+    let pipeline = |name: String, mode: RetrievalMode, reranker: Option<Arc<RerankChain>>| Pipeline {
         name,
         embedder: embedder.clone(),
         store: store.clone(),
@@ -340,7 +276,7 @@ pub fn defaults(
                     .map_err(|source| PipelineError::Component { at: name.clone(), source })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        pipelines.push(pipeline(name, mode, RerankChain::new(stages).ok()));
+        pipelines.push(pipeline(name, mode, RerankChain::new(stages).ok().map(Arc::new)));
     }
     pipelines.push(bm25_baseline(&open)?);
     Ok((pipelines, missing))
@@ -535,7 +471,7 @@ fn build_one(
     if spec.min_score.is_some_and(f64::is_nan) {
         return Err(PipelineError::MinScoreNotANumber);
     }
-    let reranker = RerankChain::new(stages).ok().map(|c| c.with_min_score(spec.min_score));
+    let reranker = RerankChain::new(stages).ok().map(|c| Arc::new(c.with_min_score(spec.min_score)));
     let retriever = Retriever::new(mode, hybrid);
     // What `search` does over the store: a store folder is the embedded
     // store's search, anything else a stores file's.
@@ -555,6 +491,7 @@ fn build_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rr_core::Reranker as _;
 
     fn build_file(body: &str) -> Result<Vec<Pipeline>, String> {
         let dir = tempfile::tempdir().unwrap();

@@ -79,12 +79,17 @@ impl PipelineReport {
 
     /// All rerank stages of a query together.
     pub fn rerank(&self) -> Spread {
-        self.spread(|t| t.stages.iter().map(|(_, d)| *d).sum())
+        self.spread(|t| t.rerank.iter().map(|(_, d)| *d).sum())
     }
 
     /// Stage `n` alone (0 for a query whose retrieval found nothing to rerank).
     pub fn stage(&self, n: usize) -> Spread {
-        self.spread(|t| t.stages.get(n).map_or(Duration::ZERO, |(_, d)| *d))
+        self.spread(|t| t.rerank.get(n).map_or(Duration::ZERO, |(_, d)| *d))
+    }
+
+    /// The code ranking and the selection of the results together.
+    pub fn order(&self) -> Spread {
+        self.spread(|t| t.code_rank + t.select)
     }
 
     pub fn total(&self) -> Spread {
@@ -98,19 +103,20 @@ pub const METRIC_KEYS: [&str; 5] = ["mrr@10", "ndcg@10", "recall@1", "recall@5",
 /// The Markdown table, one row per pipeline.
 pub fn markdown(reports: &[PipelineReport]) -> String {
     let mut out = String::from(
-        "| pipeline | queries | MRR@10 | nDCG@10 | R@1 | R@5 | R@10 | embed ms p50 / p99 | retrieve ms p50 / p99 | rerank ms p50 / p99 | total ms p50 / p99 |\n\
-         |---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
+        "| pipeline | queries | MRR@10 | nDCG@10 | R@1 | R@5 | R@10 | embed ms p50 / p99 | retrieve ms p50 / p99 | rerank ms p50 / p99 | code rank + select ms p50 / p99 | total ms p50 / p99 |\n\
+         |---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n",
     );
     let spread = |s: Spread| format!("{:.2} / {:.2}", s.p50, s.p99);
     for r in reports {
         let [mrr, ndcg, r1, r5, r10] = r.means();
         let rerank = if r.stages.is_empty() { "–".to_owned() } else { spread(r.rerank()) };
         out.push_str(&format!(
-            "| {} | {} | {mrr:.3} | {ndcg:.3} | {r1:.3} | {r5:.3} | {r10:.3} | {} | {} | {rerank} | {} |\n",
+            "| {} | {} | {mrr:.3} | {ndcg:.3} | {r1:.3} | {r5:.3} | {r10:.3} | {} | {} | {rerank} | {} | {} |\n",
             r.name.replace('|', "\\|"),
             r.queries.len(),
             spread(r.embed()),
             spread(r.retrieve()),
+            spread(r.order()),
             spread(r.total()),
         ));
     }
@@ -159,7 +165,9 @@ pub fn to_json(reports: &[PipelineReport], queries_file: &str, limit: usize) -> 
                         "latency_ms": {
                             "embed": ms(t.embed),
                             "retrieve": ms(t.retrieve),
-                            "stages": t.stages.iter().map(|(name, d)| json!({"name": name, "ms": ms(*d)})).collect::<Vec<_>>(),
+                            "stages": t.rerank.iter().map(|(name, d)| json!({"name": name, "ms": ms(*d)})).collect::<Vec<_>>(),
+                            "code_rank": ms(t.code_rank),
+                            "select": ms(t.select),
                             "total": ms(t.total),
                         },
                     })
@@ -208,7 +216,9 @@ mod tests {
             timings: Timings {
                 embed: Duration::from_millis(1),
                 retrieve: Duration::from_millis(2),
-                stages: stage_ms.map(|m| ("bm25-fusion".to_owned(), Duration::from_millis(m))).into_iter().collect(),
+                rerank: stage_ms.map(|m| ("bm25-fusion".to_owned(), Duration::from_millis(m))).into_iter().collect(),
+                code_rank: Duration::from_micros(250),
+                select: Duration::from_micros(250),
                 total: Duration::from_millis(total_ms),
             },
         }
@@ -236,11 +246,11 @@ mod tests {
         // MRR (1 + 0.5)/2 = 0.75; total p50 of {4, 8} = 4 (rank ceil(1) = 1), p99 = 8.
         assert_eq!(
             rows[2],
-            "| hash | 2 | 0.750 | 0.750 | 0.750 | 1.000 | 1.000 | 1.00 / 1.00 | 2.00 / 2.00 | – | 4.00 / 8.00 |"
+            "| hash | 2 | 0.750 | 0.750 | 0.750 | 1.000 | 1.000 | 1.00 / 1.00 | 2.00 / 2.00 | – | 0.50 / 0.50 | 4.00 / 8.00 |"
         );
         assert_eq!(
             rows[3],
-            "| hash + bm25-fusion | 2 | 0.125 | 0.125 | 0.125 | 1.000 | 1.000 | 1.00 / 1.00 | 2.00 / 2.00 | 1.00 / 3.00 | 5.00 / 6.00 |"
+            "| hash + bm25-fusion | 2 | 0.125 | 0.125 | 0.125 | 1.000 | 1.000 | 1.00 / 1.00 | 2.00 / 2.00 | 1.00 / 3.00 | 0.50 / 0.50 | 5.00 / 6.00 |"
         );
         let json = to_json(&[plain, fused], "q.jsonl", 10);
         assert_eq!(json["pipelines"][0]["metrics"]["mrr@10"], 0.75);
@@ -253,6 +263,7 @@ mod tests {
             json!({"name": "bm25-fusion", "p50": 1.0, "p99": 3.0})
         );
         assert_eq!(json["pipelines"][1]["per_query"][1]["latency_ms"]["stages"][0]["ms"], 3.0);
+        assert_eq!(json["pipelines"][1]["per_query"][1]["latency_ms"]["code_rank"], 0.25);
         assert_eq!(json["pipelines"][1]["per_query"][0]["relevant_ranks"], json!([1]));
         assert_eq!(json["pipelines"][1]["per_query"][0]["distances"], json!([-0.25]));
         assert_eq!(json["k"], 10);

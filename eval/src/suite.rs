@@ -324,6 +324,8 @@ pub struct QueryRun {
     pub score: QueryScore,
     /// Wall time of the search, milliseconds.
     pub ms: f64,
+    /// The time of each stage of the engine's chain ([`rr_core::StageTimings::stages`]).
+    pub timings: rr_core::StageTimings,
     /// The search's error; it then scores as an empty list.
     pub error: Option<String>,
 }
@@ -346,6 +348,20 @@ impl RepoRun {
     /// The nearest-rank median of the query times, milliseconds.
     pub fn p50_ms(&self) -> f64 {
         metrics::percentile(&self.queries.iter().map(|q| q.ms).collect::<Vec<_>>(), 50.0)
+    }
+
+    /// The nearest-rank median of each stage's time, milliseconds, by stage name.
+    pub fn stage_p50_ms(&self) -> serde_json::Map<String, Value> {
+        let names = rr_core::StageTimings::default().stages().map(|(name, _)| name);
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let times: Vec<f64> =
+                    self.queries.iter().map(|q| q.timings.stages()[i].1.as_secs_f64() * 1000.0).collect();
+                ((*name).to_owned(), json!(metrics::percentile(&times, 50.0)))
+            })
+            .collect()
     }
 }
 
@@ -416,15 +432,17 @@ async fn run_queries(
         let args = SearchArgs { query: annotation.query.clone(), limit: K as i64, ..SearchArgs::default() };
         let started = Instant::now();
         let outcome = match args.validate() {
-            Ok(request) => engine.search(&request, &ctx).await.map_err(|e| e.summary_message()),
+            Ok(request) => engine.search_outcome(&request, &ctx).await.map_err(|e| e.summary_message()),
             Err(e) => Err(e.to_string()),
         };
         let ms = started.elapsed().as_secs_f64() * 1000.0;
-        let (hits, error) = match outcome {
-            Ok(results) => (results.iter().map(|c| Hit::from_metadata(&c.chunk.metadata)).collect(), None),
+        let (hits, timings, error) = match outcome {
+            Ok(outcome) => {
+                (outcome.results.iter().map(|c| Hit::from_metadata(&c.chunk.metadata)).collect(), outcome.timings, None)
+            }
             Err(e) => {
                 eprintln!("{}: query {:?}: {e}", repo.name, annotation.query);
-                (Vec::new(), Some(e))
+                (Vec::new(), Default::default(), Some(e))
             }
         };
         let targets = annotation.targets();
@@ -436,6 +454,7 @@ async fn run_queries(
             hits,
             score,
             ms,
+            timings,
             error,
         });
     }
@@ -614,6 +633,7 @@ pub fn to_json(report: &SuiteReport) -> Value {
                 "published": published,
                 "index_seconds": run.index_seconds,
                 "query_p50_ms": run.p50_ms(),
+                "stage_p50_ms": run.stage_p50_ms(),
                 "per_query": queries,
             })
         })
@@ -843,6 +863,10 @@ mod tests {
             hits: vec![hit("a.rb", 3, 9), hit("b.rb", 0, 0)],
             score: QueryScore { found: vec![1], existing: 1, ndcg },
             ms,
+            timings: rr_core::StageTimings {
+                retrieve: std::time::Duration::from_secs_f64(ms / 2000.0),
+                ..Default::default()
+            },
             error: None,
         }
     }
@@ -935,6 +959,12 @@ Skipped: d (no folder /x/d).
         assert_eq!(q["targets"], json!(["lib/a.rb"]));
         assert_eq!((&q["found_ranks"], &q["ndcg@10"]), (&json!([1]), &json!(0.5)));
         assert_eq!(json["skipped"], json!([{"name": "d", "reason": "no folder /x/d"}]));
+        // The median of each stage's time: here the retrieval takes half of each query's time.
+        let stages = &json["repos"][0]["stage_p50_ms"];
+        assert_eq!(
+            (stages["retrieve"].as_f64(), stages["embed"].as_f64()),
+            (Some(json["repos"][0]["query_p50_ms"].as_f64().unwrap() / 2.0), Some(0.0))
+        );
     }
 
     #[test]

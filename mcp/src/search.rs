@@ -212,7 +212,8 @@ pub async fn call_with(
         }
     };
     match engine.search_outcome(&request, ctx).await {
-        Ok(SearchOutcome { results, skipped }) => {
+        Ok(SearchOutcome { results, skipped, timings }) => {
+            crate::telemetry::record_search_stages(&timings);
             let mut text = render(&results, &request.source);
             if !skipped.is_empty() {
                 // Federated search only: one line at the end names what is missing.

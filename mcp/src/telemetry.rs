@@ -11,7 +11,10 @@
 //! `repo_retriever_tool_calls_total{tool}`,
 //! `repo_retriever_tool_errors_total{tool,class}` and
 //! `repo_retriever_tool_call_duration_seconds{tool}`. The classes of
-//! errors are [`ErrorClass`]'s.
+//! errors are [`ErrorClass`]'s. Per search that answered:
+//! `repo_retriever_search_stage_duration_seconds{stage}`, the time of each
+//! stage of the ranking chain (`embed`, `retrieve`, `rerank`, `code_rank`,
+//! `select`; [`rr_core::StageTimings`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -22,6 +25,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 pub const TOOL_CALLS: &str = "repo_retriever_tool_calls_total";
 pub const TOOL_ERRORS: &str = "repo_retriever_tool_errors_total";
 pub const TOOL_DURATION: &str = "repo_retriever_tool_call_duration_seconds";
+pub const SEARCH_STAGE_DURATION: &str = "repo_retriever_search_stage_duration_seconds";
 pub const STORE_CHUNKS: &str = "repo_retriever_store_chunks";
 pub const STORE_FILES: &str = "repo_retriever_store_files";
 pub const STORE_REPOSITORIES: &str = "repo_retriever_store_repositories";
@@ -30,6 +34,10 @@ pub const STORE_REPOSITORIES: &str = "repo_retriever_store_repositories";
 /// one through remote backends or an `add_repository` clone may take many seconds.
 const DURATION_BUCKETS: [f64; 14] =
     [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
+
+/// Buckets of one stage of a search, in seconds: over the embedded store most
+/// stages take well under a millisecond.
+const STAGE_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
 
 /// Why a tool call failed, as the `class` label says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +87,16 @@ pub fn record_tool_call(tool: &str, elapsed: Duration, error: Option<ErrorClass>
     metrics::histogram!(TOOL_DURATION, "tool" => tool.to_owned()).record(elapsed.as_secs_f64());
     if let Some(class) = error {
         metrics::counter!(TOOL_ERRORS, "tool" => tool.to_owned(), "class" => class.label()).increment(1);
+    }
+}
+
+/// Records the time each stage of one search took.
+pub fn record_search_stages(timings: &rr_core::StageTimings) {
+    if !ENABLED.load(Ordering::Relaxed) {
+        return;
+    }
+    for (stage, elapsed) in timings.stages() {
+        metrics::histogram!(SEARCH_STAGE_DURATION, "stage" => stage).record(elapsed.as_secs_f64());
     }
 }
 
@@ -247,6 +265,11 @@ fn describe() {
     metrics::describe_counter!(TOOL_CALLS, "Tool calls, by tool.");
     metrics::describe_counter!(TOOL_ERRORS, "Tool calls that failed, by tool and class of error.");
     metrics::describe_histogram!(TOOL_DURATION, metrics::Unit::Seconds, "Time to answer a tool call, by tool.");
+    metrics::describe_histogram!(
+        SEARCH_STAGE_DURATION,
+        metrics::Unit::Seconds,
+        "Time of each stage of a search's ranking chain, by stage."
+    );
     metrics::describe_gauge!(STORE_CHUNKS, "Chunks in the served store.");
     metrics::describe_gauge!(STORE_FILES, "Files in the served store.");
     metrics::describe_gauge!(STORE_REPOSITORIES, "Repositories (namespaces) in the served store.");
@@ -262,6 +285,9 @@ impl Telemetry {
                 let recorder = PrometheusBuilder::new()
                     // Tool calls and backend calls alike (`…_duration_seconds`).
                     .set_buckets_for_metric(Matcher::Suffix("_duration_seconds".into()), &DURATION_BUCKETS)
+                    .map_err(|e| format!("metrics: {e}"))?
+                    // A full name wins over a suffix.
+                    .set_buckets_for_metric(Matcher::Full(SEARCH_STAGE_DURATION.into()), &STAGE_BUCKETS)
                     .map_err(|e| format!("metrics: {e}"))?
                     .build_recorder();
                 let handle = recorder.handle();

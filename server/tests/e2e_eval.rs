@@ -79,9 +79,9 @@ fn eval_compares_the_default_pipelines_on_the_fixture_query_set() {
     let rows: Vec<&str> = table.lines().collect();
     assert_eq!(
         rows[0],
-        "| pipeline | queries | MRR@10 | nDCG@10 | R@1 | R@5 | R@10 | embed ms p50 / p99 | retrieve ms p50 / p99 | rerank ms p50 / p99 | total ms p50 / p99 |"
+        "| pipeline | queries | MRR@10 | nDCG@10 | R@1 | R@5 | R@10 | embed ms p50 / p99 | retrieve ms p50 / p99 | rerank ms p50 / p99 | code rank + select ms p50 / p99 | total ms p50 / p99 |"
     );
-    assert_eq!(rows[1], "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    assert_eq!(rows[1], "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     assert_eq!(rows.len(), 2 + DEFAULT_ROWS.len(), "{table}");
     for (row, name) in rows[2..].iter().zip(DEFAULT_ROWS) {
         assert!(row.starts_with(&format!("| {name} | 28 | ")), "{row}");

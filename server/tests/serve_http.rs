@@ -297,10 +297,15 @@ fn value(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)])
 
 /// Observations of the tool-call latency histogram of `tool` (its `+Inf` bucket).
 fn observations(scrape: &prometheus_parse::Scrape, tool: &str) -> f64 {
+    histogram_count(scrape, "repo_retriever_tool_call_duration_seconds", ("tool", tool))
+}
+
+/// Observations of the histogram `metric` with the label `key` = `value` (its `+Inf` bucket).
+fn histogram_count(scrape: &prometheus_parse::Scrape, metric: &str, (key, value): (&str, &str)) -> f64 {
     scrape
         .samples
         .iter()
-        .filter(|s| s.metric == "repo_retriever_tool_call_duration_seconds" && s.labels.get("tool") == Some(tool))
+        .filter(|s| s.metric == metric && s.labels.get(key) == Some(value))
         .find_map(|s| match &s.value {
             prometheus_parse::Value::Histogram(buckets) => buckets.iter().map(|b| b.count).reduce(f64::max),
             _ => None,
@@ -342,6 +347,11 @@ async fn health_readiness_and_metrics_that_move_with_the_calls() {
     assert_eq!(moved("repo_retriever_tool_errors", &[("tool", "search"), ("class", "invalid_arguments")]), 1.0);
     assert_eq!(moved("repo_retriever_tool_errors", &[("tool", "add_repository"), ("class", "forbidden")]), 1.0);
     assert_eq!(observations(&after, "search") - observations(&before, "search"), 3.0);
+    // Each stage of the two searches that ran is timed.
+    for stage in ["embed", "retrieve", "rerank", "code_rank", "select"] {
+        let stage_count = |s| histogram_count(s, "repo_retriever_search_stage_duration_seconds", ("stage", stage));
+        assert_eq!(stage_count(&after) - stage_count(&before), 2.0, "{stage}");
+    }
 
     // The request log line names every tool call and its duration.
     let logs = h.wait_logs(1).await;

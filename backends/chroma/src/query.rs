@@ -5,7 +5,7 @@
 use std::sync::PoisonError;
 
 use async_trait::async_trait;
-use rr_core::{BackendError, CallContext, Candidate, Chunk, SearchFilter, VectorQuery, VectorStore};
+use rr_core::{BackendError, CallContext, Candidate, Chunk, DistanceKind, SearchFilter, VectorQuery, VectorStore};
 use rr_http::HttpError;
 use rr_http::json::{self, null_as_default};
 use serde::{Deserialize, Serialize};
@@ -185,6 +185,10 @@ impl VectorStore for ChromaStore {
             .await
             .map_err(|e| BackendError::new(STORE_NAME, e))?;
         Ok(c.dimension.and_then(|d| d.as_u64()).map(|d| d as usize))
+    }
+
+    fn distance_kind(&self) -> Option<DistanceKind> {
+        *self.distance_kind.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

@@ -4,11 +4,12 @@
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use rr_core::CallContext;
 use rr_core::render::path_escape;
+use rr_core::{CallContext, DistanceKind};
 use rr_http::json::null_as_default;
 use rr_http::{HttpClient, HttpError, bearer};
 use serde::Deserialize;
+use serde_json::Value;
 
 /// The operation name of the collection lookup in errors and logs.
 pub const LOOKUP_OPERATION: &str = "Chroma collection lookup";
@@ -75,6 +76,8 @@ pub struct ChromaStore {
     pub(crate) collection_name: String,
     pub(crate) authorization: Option<String>,
     pub(crate) collection_id: Mutex<Option<String>>,
+    /// What the collection's distances measure, once looked up.
+    pub(crate) distance_kind: Mutex<Option<DistanceKind>>,
     /// The server's `max_batch_size`, once asked (see the `index` module).
     pub(crate) max_batch_size: OnceLock<usize>,
     /// Ids per page when listing a namespace.
@@ -95,6 +98,30 @@ pub(crate) struct CollectionResponse {
     #[serde(default, deserialize_with = "null_as_default")]
     #[allow(dead_code)]
     name: String,
+    // Any shape: read only for the distance space, never refused.
+    #[serde(default)]
+    configuration_json: Value,
+    #[serde(default)]
+    metadata: Value,
+}
+
+impl CollectionResponse {
+    /// What the collection's distances measure: its index's `space`
+    /// (`configuration_json`, or the older `hnsw:space` metadata key), or
+    /// Chroma's default `l2` (squared Euclidean).
+    pub(crate) fn distance_kind(&self) -> Option<DistanceKind> {
+        let c = &self.configuration_json;
+        let space = [&c["hnsw"]["space"], &c["spann"]["space"], &self.metadata["hnsw:space"]]
+            .into_iter()
+            .find_map(Value::as_str)
+            .unwrap_or("l2");
+        match space {
+            "l2" => Some(DistanceKind::SquaredEuclidean),
+            // `ip` is `1 − a·b`: the cosine distance of unit vectors.
+            "cosine" | "ip" => Some(DistanceKind::Cosine),
+            _ => None,
+        }
+    }
 }
 
 impl ChromaStore {
@@ -116,6 +143,7 @@ impl ChromaStore {
             collections_url,
             authorization: bearer(&token),
             collection_id: Mutex::new(None),
+            distance_kind: Mutex::new(None),
             max_batch_size: OnceLock::new(),
             page_size: DEFAULT_PAGE_SIZE,
         }
@@ -150,6 +178,7 @@ impl ChromaStore {
             return Err(ChromaError::NoCollectionId);
         }
         *self.collection_id.lock().unwrap_or_else(PoisonError::into_inner) = Some(response.id.clone());
+        *self.distance_kind.lock().unwrap_or_else(PoisonError::into_inner) = response.distance_kind();
         Ok(response.id)
     }
 }
@@ -157,6 +186,18 @@ impl ChromaStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_collection_space_says_what_distances_measure() {
+        let kind = |body: &str| serde_json::from_str::<CollectionResponse>(body).unwrap().distance_kind();
+        assert_eq!(kind(r#"{"id":"x","name":"c"}"#), Some(DistanceKind::SquaredEuclidean));
+        assert_eq!(kind(r#"{"id":"x","configuration_json":{"hnsw":{"space":"cosine"}}}"#), Some(DistanceKind::Cosine));
+        assert_eq!(kind(r#"{"id":"x","configuration_json":{"spann":{"space":"ip"}}}"#), Some(DistanceKind::Cosine));
+        assert_eq!(kind(r#"{"id":"x","metadata":{"hnsw:space":"l2"}}"#), Some(DistanceKind::SquaredEuclidean));
+        assert_eq!(kind(r#"{"id":"x","configuration_json":{"hnsw":{"space":"manhattan"}}}"#), None);
+        // Any other shape is not refused.
+        assert_eq!(kind(r#"{"id":"x","configuration_json":7,"metadata":null}"#), Some(DistanceKind::SquaredEuclidean));
+    }
 
     #[test]
     fn config_debug_hides_the_token() {

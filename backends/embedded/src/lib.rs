@@ -1304,6 +1304,10 @@ impl VectorStore for EmbeddedStore {
     fn lexical(&self) -> Option<&dyn LexicalStore> {
         Some(self)
     }
+
+    fn distance_kind(&self) -> Option<rr_core::DistanceKind> {
+        Some(rr_core::DistanceKind::Cosine)
+    }
 }
 
 #[async_trait]
