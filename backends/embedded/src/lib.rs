@@ -1596,7 +1596,7 @@ fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex,
 }
 
 /// Rows [`load_index`] reserves room for at most before reading them.
-const MAX_RESERVED_ROWS: usize = 1 << 26;
+const MAX_RESERVED_ROWS: usize = 1 << 23;
 
 #[cfg(test)]
 mod tests {
