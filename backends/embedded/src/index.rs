@@ -349,6 +349,10 @@ impl VectorIndex {
         self.layout.dim
     }
 
+    pub fn layout(&self) -> Layout {
+        self.layout
+    }
+
     pub fn set_dim(&mut self, dim: usize) {
         debug_assert!(self.pks.is_empty() || self.layout.dim == dim);
         self.layout = Layout::new(dim);
@@ -369,10 +373,21 @@ impl VectorIndex {
         self.fine.reserve(rows * self.layout.dim);
     }
 
-    /// Adds a row, or replaces the row with the same `pk`.
+    /// Adds a row, or replaces the row with the same `pk` (the store writes
+    /// codes it has stored: [`VectorIndex::insert_codes`]).
+    #[cfg(test)]
     pub fn insert(&mut self, pk: i64, key: GroupKey, vector: &[f32]) {
         debug_assert_eq!(vector.len(), self.layout.dim);
+        let blob = quant::encode_row(self.layout, vector);
+        let codes = quant::decode_row(self.layout, &blob).expect("a blob of the layout's length");
         let group = self.group(key);
+        self.insert_codes(pk, group, codes);
+    }
+
+    /// [`VectorIndex::insert`] of a row whose codes were made by
+    /// [`quant::encode_row`] with this index's layout, in group `group`
+    /// (from [`VectorIndex::group`]).
+    pub fn insert_codes(&mut self, pk: i64, group: u32, codes: quant::RowCodes<'_>) {
         let slot = match self.slot_of.get(pk) {
             Some(slot) => {
                 self.members[self.groups[slot] as usize] -= 1;
@@ -403,18 +418,15 @@ impl VectorIndex {
             }
         };
         let (bytes, dim) = (self.layout.coarse_bytes(), self.layout.dim);
-        self.factors[slot] = quant::encode(
-            self.layout,
-            vector,
-            &mut self.coarse.as_mut_slice()[slot * bytes..(slot + 1) * bytes],
-            &mut self.fine[slot * dim..(slot + 1) * dim],
-        );
-        let mut signs = vec![0u8; self.layout.sign_bytes()];
-        let factors = quant::encode_signs(self.layout, vector, &mut signs);
+        self.factors[slot] = codes.factors;
+        self.coarse.as_mut_slice()[slot * bytes..(slot + 1) * bytes].copy_from_slice(codes.coarse);
+        for (fine, &byte) in self.fine[slot * dim..(slot + 1) * dim].iter_mut().zip(codes.fine) {
+            *fine = byte as i8;
+        }
         let block = &mut self.sign_factors[slot / SIGN_BLOCK_ROWS];
-        block.set(slot % SIGN_BLOCK_ROWS, factors);
-        block.coarse[slot % SIGN_BLOCK_ROWS] = self.factors[slot].coarse;
-        self.set_signs(slot, &signs);
+        block.set(slot % SIGN_BLOCK_ROWS, codes.sign_factors);
+        block.coarse[slot % SIGN_BLOCK_ROWS] = codes.factors.coarse;
+        self.set_signs(slot, codes.signs);
         self.members[group as usize] += 1;
     }
 
@@ -473,7 +485,8 @@ impl VectorIndex {
         self.fine.truncate(last * dim);
     }
 
-    fn group(&mut self, key: GroupKey) -> u32 {
+    /// The group of rows with `key`, made when it is new.
+    pub fn group(&mut self, key: GroupKey) -> u32 {
         if let Some(&g) = self.group_of.get(key.source_line.as_str()) {
             let ns = &self.namespaces[self.group_namespace[g as usize] as usize];
             if (&ns.organization, &ns.repository, &ns.branch) == (&key.organization, &key.repository, &key.branch) {

@@ -5,7 +5,8 @@
 //! **SQLite is the source of truth.** The folder holds one SQLite database in
 //! WAL mode with these tables: `chunks` (id, document, metadata, and the
 //! fields filters test), `vectors` (one little-endian `f32` blob per chunk),
-//! `chunks_fts` (an FTS5 index of the documents), `lexicon`, `postings` and
+//! `vector_codes` (each vector's compact codes, below), `chunks_fts` (an
+//! FTS5 index of the documents), `lexicon`, `postings` and
 //! `blocks` (the lexical index, see below) and `files` (whole files per namespace,
 //! for navigation tools). Every write — an [`IndexStore::upsert`],
 //! an [`IndexStore::delete`] or a [`WriteBatch`] mixing both with file
@@ -17,9 +18,13 @@
 //! next run rewrites what is missing.
 //!
 //! **Vector search reads compact codes in memory, then `f32` from SQLite.**
-//! At open, every vector is read once and kept only as codes: 1, 2 and
-//! 8 bits per dimension (352 bytes per 256-d chunk: about 370 MB at a million
-//! chunks, against 1 GB as `f32`). A query evaluates the filter once per
+//! Every vector is kept in memory only as codes: 1, 2 and 8 bits per
+//! dimension (352 bytes per 256-d chunk: about 370 MB at a million chunks,
+//! against 1 GB as `f32`). A write stores the codes beside the vector, in
+//! `vector_codes` with the few columns a filter tests, so opening a store
+//! reads those short rows and encodes nothing, instead of every chunk row
+//! and every `f32` vector (at 3,725 chunks, 26 M instructions against 212
+//! M). A query evaluates the filter once per
 //! *group* of rows sharing organization, repository, branch and the
 //! document's first line (all chunks of one file), scans the sign bits of
 //! every row that passes with the CPU's SIMD (the 2-bit codes instead when
@@ -49,7 +54,7 @@
 //! sees a row in the copy that its fetch cannot find. Other processes' writes
 //! are picked up too: each query asks SQLite for `PRAGMA data_version`, which
 //! changes when another connection commits, and the copy is then reloaded
-//! (about 0.2 s at 100k chunks).
+//! from the stored codes, as at open.
 //!
 //! **Lexical and hybrid search.** [`EmbeddedStore::lexical_search`] ranks
 //! with FTS5's BM25 over the documents plus the camelCase parts of their
@@ -193,9 +198,12 @@ pub struct Consistency {
     pub fts_error: Option<String>,
     pub chunks: u64,
     pub vectors: u64,
+    /// Rows of the vectors' codes, one per vector.
+    pub codes: u64,
     pub fts_rows: u64,
     pub chunks_without_vector: u64,
     pub vectors_without_chunk: u64,
+    pub chunks_without_codes: u64,
     pub chunks_without_fts: u64,
     pub fts_without_chunk: u64,
     /// Vector blobs whose length is not 4 × the store's dimension.
@@ -209,9 +217,11 @@ impl Consistency {
         self.integrity == ["ok"]
             && self.fts_error.is_none()
             && self.chunks == self.vectors
+            && self.chunks == self.codes
             && self.chunks == self.fts_rows
             && self.chunks_without_vector == 0
             && self.vectors_without_chunk == 0
+            && self.chunks_without_codes == 0
             && self.chunks_without_fts == 0
             && self.fts_without_chunk == 0
             && self.malformed_vectors == 0
@@ -693,10 +703,12 @@ impl EmbeddedStore {
             let mut find = tx.prepare_cached("DELETE FROM chunks WHERE id = ?1 RETURNING pk").map_err(err())?;
             let mut vec = tx.prepare_cached("DELETE FROM vectors WHERE pk = ?1").map_err(err())?;
             let mut fts = tx.prepare_cached("DELETE FROM chunks_fts WHERE rowid = ?1").map_err(err())?;
+            let mut codes = tx.prepare_cached("DELETE FROM vector_codes WHERE pk = ?1").map_err(err())?;
             for id in batch.delete {
                 let pk: Option<i64> = find.query_row([id], |r| r.get(0)).optional().map_err(err())?;
                 if let Some(pk) = pk {
                     vec.execute([pk]).map_err(err())?;
+                    codes.execute([pk]).map_err(err())?;
                     fts.execute([pk]).map_err(err())?;
                     removed.push(pk);
                 }
@@ -719,6 +731,8 @@ impl EmbeddedStore {
             let mut vec =
                 tx.prepare_cached("INSERT OR REPLACE INTO vectors (pk, embedding) VALUES (?1, ?2)").map_err(err())?;
             let mut fts = tx.prepare_cached(&fts::insert_statement()).map_err(err())?;
+            let mut codes = tx.prepare_cached(INSERT_CODES).map_err(err())?;
+            let layout = quant::Layout::new(stored_dim.or(batch_dim).unwrap_or(0));
             for record in batch.upsert {
                 let chunk = &record.chunk;
                 let m = &chunk.metadata;
@@ -745,6 +759,20 @@ impl EmbeddedStore {
                 let [body, idents, stems] = &columns;
                 fts.execute(params![pk, body, idents, stems]).map_err(err())?;
                 lexicon.stage(&tx, pk, &columns).map_err(err())?;
+                let blob = quant::encode_row(layout, &record.embedding);
+                codes
+                    .execute(params![
+                        pk,
+                        m.organization,
+                        m.repository,
+                        m.branch,
+                        line,
+                        m.path,
+                        m.language,
+                        m.file_type,
+                        blob
+                    ])
+                    .map_err(err())?;
                 let key = GroupKey {
                     organization: m.organization.clone(),
                     repository: m.repository.clone(),
@@ -753,7 +781,7 @@ impl EmbeddedStore {
                     kind: PathClass::of(&m.path),
                     language: rr_core::filter::filter_language(&m.language, &m.file_type).to_owned(),
                 };
-                written.push((pk, key, &record.embedding));
+                written.push((pk, key, blob));
             }
         }
 
@@ -788,8 +816,11 @@ impl EmbeddedStore {
         for pk in removed {
             index.remove(pk);
         }
-        for (pk, key, vector) in written {
-            index.insert(pk, key, vector);
+        let layout = index.layout();
+        for (pk, key, blob) in written {
+            let group = index.group(key);
+            let codes = quant::decode_row(layout, &blob).expect("codes encoded with the index's layout");
+            index.insert_codes(pk, group, codes);
         }
         Ok(())
     }
@@ -985,6 +1016,8 @@ impl EmbeddedStore {
             fts_error,
             chunks: count("SELECT count(*) FROM chunks")?,
             vectors: count("SELECT count(*) FROM vectors")?,
+            codes: count("SELECT count(*) FROM vector_codes")?,
+            chunks_without_codes: count("SELECT count(*) FROM chunks WHERE pk NOT IN (SELECT pk FROM vector_codes)")?,
             fts_rows: count("SELECT count(*) FROM chunks_fts_docsize")?,
             chunks_without_vector: count("SELECT count(*) FROM chunks WHERE pk NOT IN (SELECT pk FROM vectors)")?,
             vectors_without_chunk: count("SELECT count(*) FROM vectors WHERE pk NOT IN (SELECT pk FROM chunks)")?,
@@ -1446,54 +1479,128 @@ fn read_vector(conn: &Connection, pk: i64, dim: usize, out: &mut Vec<f32>) -> Re
     }
 }
 
-/// Reads every vector and group key in one read transaction.
-fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex, EmbeddedError> {
+/// Stores a row of `vector_codes` (see `schema.rs`): pk, organization,
+/// repository, branch, source line, path, language, file type, codes.
+const INSERT_CODES: &str = "INSERT OR REPLACE INTO vector_codes
+    (pk, organization, repository, branch, source_line, path, language, file_type, codes)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+
+/// Writes the `vector_codes` row of every vector, from `vectors` and
+/// `chunks` (a store written before the codes were kept, see `schema.rs`).
+fn refill_codes(conn: &Connection) -> Result<(), EmbeddedError> {
+    let operation = OPEN_OPERATION;
     let err = || EmbeddedError::sqlite(operation);
-    let tx = conn.unchecked_transaction().map_err(err())?;
-    let dim: Option<String> = tx
-        .query_row("SELECT value FROM settings WHERE key = 'dimension'", [], |r| r.get(0))
-        .optional()
-        .map_err(err())?;
-    let dim = dim.and_then(|s| s.parse::<usize>().ok()).unwrap_or(0);
-    let mut index = VectorIndex::new(dim);
-    if dim == 0 {
-        return Ok(index);
-    }
-    let rows: i64 = tx.query_row("SELECT count(*) FROM chunks", [], |r| r.get(0)).map_err(err())?;
-    index.reserve(rows as usize);
-    let mut stmt = tx
+    let Some(dim) = stored_dimension(conn, operation)? else { return Ok(()) };
+    let layout = quant::Layout::new(dim);
+    conn.execute_batch("DELETE FROM vector_codes").map_err(err())?;
+    let mut insert = conn.prepare(INSERT_CODES).map_err(err())?;
+    let mut select = conn
         .prepare(
-            "SELECT c.pk, c.organization, c.repository, c.branch, c.source_line, v.embedding, c.path,
+            "SELECT c.pk, c.organization, c.repository, c.branch, c.source_line, c.path,
                     CASE json_type(c.metadata, '$.language') WHEN 'text' THEN json_extract(c.metadata, '$.language')
                     ELSE '' END,
                     CASE json_type(c.metadata, '$.file_type') WHEN 'text' THEN json_extract(c.metadata, '$.file_type')
-                    ELSE '' END
+                    ELSE '' END,
+                    v.embedding
              FROM chunks c JOIN vectors v ON v.pk = c.pk",
         )
         .map_err(err())?;
-    let mut rows = stmt.query([]).map_err(err())?;
+    let mut rows = select.query([]).map_err(err())?;
     let mut vector = Vec::with_capacity(dim);
     while let Some(row) = rows.next().map_err(err())? {
         let pk: i64 = row.get(0).map_err(err())?;
-        decode_vector(row.get_ref(5).map_err(err())?, pk, dim, operation, &mut vector)?;
-        let key = GroupKey {
-            organization: row.get(1).map_err(err())?,
-            repository: row.get(2).map_err(err())?,
-            branch: row.get(3).map_err(err())?,
-            source_line: row.get(4).map_err(err())?,
-            kind: PathClass::of(row.get_ref(6).map_err(err())?.as_str().unwrap_or_default()),
-            // A language of another JSON type than a string reads as none,
-            // as `Metadata` reads it.
-            language: {
-                let language: String = row.get(7).map_err(err())?;
-                let file_type: String = row.get(8).map_err(err())?;
-                rr_core::filter::filter_language(&language, &file_type).to_owned()
-            },
+        decode_vector(row.get_ref(8).map_err(err())?, pk, dim, operation, &mut vector)?;
+        let text = |i: usize| row.get_ref(i).and_then(|v| Ok(v.as_str()?.to_owned())).map_err(err());
+        insert
+            .execute(params![
+                pk,
+                text(1)?,
+                text(2)?,
+                text(3)?,
+                text(4)?,
+                text(5)?,
+                text(6)?,
+                text(7)?,
+                quant::encode_row(layout, &vector)
+            ])
+            .map_err(err())?;
+    }
+    Ok(())
+}
+
+/// The store's vector dimension, `None` before the first write.
+fn stored_dimension(conn: &Connection, operation: &'static str) -> Result<Option<usize>, EmbeddedError> {
+    let dim: Option<String> = conn
+        .query_row("SELECT value FROM settings WHERE key = 'dimension'", [], |r| r.get(0))
+        .optional()
+        .map_err(EmbeddedError::sqlite(operation))?;
+    Ok(dim.and_then(|s| s.parse::<usize>().ok()).filter(|&dim| dim > 0))
+}
+
+/// Reads every vector's codes and group key in one read transaction.
+/// Rows come in pk order, as the chunks were written, so the rows of a file
+/// follow each other: a row whose key columns equal the previous row's
+/// joins its group without a look-up.
+fn load_index(conn: &Connection, operation: &'static str) -> Result<VectorIndex, EmbeddedError> {
+    let err = || EmbeddedError::sqlite(operation);
+    let tx = conn.unchecked_transaction().map_err(err())?;
+    let Some(dim) = stored_dimension(&tx, operation)? else { return Ok(VectorIndex::new(0)) };
+    let mut index = VectorIndex::new(dim);
+    let layout = index.layout();
+    // The pk range bounds the rows from above without reading them (pks
+    // are dense unless rows were deleted); capacity never touched costs no
+    // memory, and a range too wide to be the rows reserves nothing.
+    let (low, high): (Option<i64>, Option<i64>) =
+        tx.query_row("SELECT min(pk), max(pk) FROM vector_codes", [], |r| Ok((r.get(0)?, r.get(1)?))).map_err(err())?;
+    if let (Some(low), Some(high)) = (low, high)
+        && let Ok(span) = usize::try_from(high.saturating_sub(low).saturating_add(1))
+        && span <= MAX_RESERVED_ROWS
+    {
+        index.reserve(span);
+    }
+    let mut stmt = tx
+        .prepare(
+            "SELECT pk, organization, repository, branch, source_line, path, language, file_type, codes
+             FROM vector_codes",
+        )
+        .map_err(err())?;
+    let mut rows = stmt.query([]).map_err(err())?;
+    // The previous row's key columns and group.
+    let mut last: Option<([String; 7], u32)> = None;
+    while let Some(row) = rows.next().map_err(err())? {
+        let pk: i64 = row.get(0).map_err(err())?;
+        let corrupt = |detail: String| EmbeddedError::Corrupt { operation, pk, detail };
+        let mut columns = [""; 7];
+        for (i, column) in columns.iter_mut().enumerate() {
+            *column = row.get_ref(i + 1).map_err(err())?.as_str().map_err(|e| corrupt(e.to_string()))?;
+        }
+        let group = match &last {
+            Some((key, group)) if key.iter().zip(&columns).all(|(a, b)| a == b) => *group,
+            _ => {
+                let [organization, repository, branch, source_line, path, language, file_type] = columns;
+                let group = index.group(GroupKey {
+                    organization: organization.to_owned(),
+                    repository: repository.to_owned(),
+                    branch: branch.to_owned(),
+                    source_line: source_line.to_owned(),
+                    kind: PathClass::of(path),
+                    language: rr_core::filter::filter_language(language, file_type).to_owned(),
+                });
+                last = Some((columns.map(str::to_owned), group));
+                group
+            }
         };
-        index.insert(pk, key, &vector);
+        let blob = row.get_ref(8).map_err(err())?.as_blob().map_err(|e| corrupt(e.to_string()))?;
+        let codes = quant::decode_row(layout, blob).ok_or_else(|| {
+            corrupt(format!("vector codes of {} bytes, expected {}", blob.len(), layout.row_code_bytes()))
+        })?;
+        index.insert_codes(pk, group, codes);
     }
     Ok(index)
 }
+
+/// Rows [`load_index`] reserves room for at most before reading them.
+const MAX_RESERVED_ROWS: usize = 1 << 23;
 
 #[cfg(test)]
 mod tests {

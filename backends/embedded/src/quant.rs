@@ -175,6 +175,65 @@ pub(crate) fn encode_signs(layout: Layout, v: &[f32], signs: &mut [u8]) -> SignF
     SignFactors { scale: if sum_abs > 0.0 { 1.0 / sum_abs } else { 0.0 }, bound }
 }
 
+/// Every code of one vector, as a store keeps them on disk so that opening
+/// it reads codes instead of encoding every vector again: the factors
+/// (coarse, fine, sign scale, sign bound: four little-endian `f32`), then
+/// the sign bits (row order), the 2-bit codes and the `i8` codes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RowCodes<'a> {
+    pub factors: Factors,
+    pub sign_factors: SignFactors,
+    pub signs: &'a [u8],
+    pub coarse: &'a [u8],
+    /// The `i8` codes as bytes (two's complement).
+    pub fine: &'a [u8],
+}
+
+/// Bytes of the factors at the start of a [`RowCodes`] blob.
+const ROW_FACTOR_BYTES: usize = 16;
+
+impl Layout {
+    /// Bytes of one vector's [`RowCodes`] blob.
+    pub fn row_code_bytes(&self) -> usize {
+        ROW_FACTOR_BYTES + self.sign_bytes() + self.coarse_bytes() + self.dim
+    }
+}
+
+/// The [`RowCodes`] blob of `v`: what [`encode`] and [`encode_signs`] give.
+pub(crate) fn encode_row(layout: Layout, v: &[f32]) -> Vec<u8> {
+    let (signs_at, coarse_at) = (ROW_FACTOR_BYTES, ROW_FACTOR_BYTES + layout.sign_bytes());
+    let fine_at = coarse_at + layout.coarse_bytes();
+    let mut blob = vec![0u8; layout.row_code_bytes()];
+    let sign_factors = encode_signs(layout, v, &mut blob[signs_at..coarse_at]);
+    let mut fine = vec![0i8; layout.dim];
+    let factors = encode(layout, v, &mut blob[coarse_at..fine_at], &mut fine);
+    for (byte, code) in blob[fine_at..].iter_mut().zip(fine) {
+        *byte = code as u8;
+    }
+    for (at, x) in [factors.coarse, factors.fine, sign_factors.scale, sign_factors.bound].into_iter().enumerate() {
+        blob[4 * at..4 * at + 4].copy_from_slice(&x.to_le_bytes());
+    }
+    blob
+}
+
+/// Reads a [`RowCodes`] blob of `layout`; `None` when its length is not
+/// that of the layout.
+pub(crate) fn decode_row(layout: Layout, blob: &[u8]) -> Option<RowCodes<'_>> {
+    if blob.len() != layout.row_code_bytes() {
+        return None;
+    }
+    let float = |at: usize| f32::from_le_bytes([blob[4 * at], blob[4 * at + 1], blob[4 * at + 2], blob[4 * at + 3]]);
+    let (signs, rest) = blob[ROW_FACTOR_BYTES..].split_at(layout.sign_bytes());
+    let (coarse, fine) = rest.split_at(layout.coarse_bytes());
+    Some(RowCodes {
+        factors: Factors { coarse: float(0), fine: float(1) },
+        sign_factors: SignFactors { scale: float(2), bound: float(3) },
+        signs,
+        coarse,
+        fine,
+    })
+}
+
 /// The [`SignFactors`] of a block of [`SIGN_BLOCK_ROWS`] rows, field by
 /// field, so that the scan tests a whole block's estimates against its
 /// cut-off with a few vector instructions instead of a branch per row.
@@ -816,6 +875,30 @@ mod tests {
 
     fn cosine(a: &[f32], b: &[f32]) -> f32 {
         a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>() * inv_norm(a) * inv_norm(b)
+    }
+
+    /// A stored row holds exactly what encoding the vector gives, bit for
+    /// bit, and a blob of another length is refused.
+    #[test]
+    fn stored_row_codes_are_the_encoded_codes() {
+        for dim in [3, 128, 256, 300] {
+            let layout = Layout::new(dim);
+            for v in [vector(7, dim), vec![0.0; dim]] {
+                let blob = encode_row(layout, &v);
+                let row = decode_row(layout, &blob).unwrap();
+                let (mut coarse, mut fine, mut signs) =
+                    (vec![0u8; layout.coarse_bytes()], vec![0i8; dim], vec![0u8; layout.sign_bytes()]);
+                let factors = encode(layout, &v, &mut coarse, &mut fine);
+                let sign_factors = encode_signs(layout, &v, &mut signs);
+                assert_eq!(row.factors.coarse.to_bits(), factors.coarse.to_bits());
+                assert_eq!(row.factors.fine.to_bits(), factors.fine.to_bits());
+                assert_eq!(row.sign_factors, sign_factors);
+                assert_eq!((row.signs, row.coarse), (signs.as_slice(), coarse.as_slice()));
+                assert!(row.fine.iter().zip(&fine).all(|(&b, &c)| b as i8 == c));
+                assert_eq!(row.fine.len(), dim);
+                assert!(decode_row(layout, &blob[1..]).is_none());
+            }
+        }
     }
 
     /// Both kernels give the same integer score, and both estimates track the

@@ -148,6 +148,27 @@ const MIGRATIONS: &[&str] = &[
         tokenize = 'unicode61 remove_diacritics 2'
     );
     "#,
+    // Version 9.
+    //
+    // Each vector's codes (`quant::encode_row`) with what a filter tests of
+    // its chunk, so that opening a store reads these short rows instead of
+    // every `f32` vector and every chunk row, and encodes nothing. Written
+    // with the vector in every write's transaction; `migrate` fills it from
+    // `chunks` and `vectors` (`REFILL_CODES_AT`). `language` and `file_type`
+    // are the metadata's, `''` when not a string.
+    r#"
+    CREATE TABLE vector_codes (
+        pk           INTEGER PRIMARY KEY,
+        organization TEXT NOT NULL,
+        repository   TEXT NOT NULL,
+        branch       TEXT NOT NULL,
+        source_line  TEXT NOT NULL,
+        path         TEXT NOT NULL,
+        language     TEXT NOT NULL,
+        file_type    TEXT NOT NULL,
+        codes        BLOB NOT NULL
+    );
+    "#,
 ];
 
 /// The last version that changed what the lexical index holds: a store
@@ -161,6 +182,12 @@ const REBUILD_LEXICON_AT: i64 = 5;
 /// columns moves this number, and the refill always writes the current
 /// columns).
 const REFILL_FTS_AT: i64 = 8;
+
+/// The last version that changed how vectors are coded: a store older than
+/// it gets `vector_codes` written from `vectors` by this build's
+/// `quant::encode_row` once its migrations have run. A change of the codes
+/// appends a migration that empties the table and moves this number.
+const REFILL_CODES_AT: i64 = 9;
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -196,6 +223,9 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), EmbeddedError> {
     }
     if found < REFILL_FTS_AT.max(REBUILD_LEXICON_AT) {
         crate::lexindex::rebuild(&tx).map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
+    }
+    if found < REFILL_CODES_AT {
+        crate::refill_codes(&tx)?;
     }
     tx.commit().map_err(EmbeddedError::sqlite(OPEN_OPERATION))
 }

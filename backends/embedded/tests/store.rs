@@ -620,6 +620,7 @@ fn a_version_1_store_gets_the_new_lexical_columns_when_opened() {
          INSERT INTO chunks_fts (rowid, body, idents) SELECT pk, document, '' FROM chunks;
          DROP TABLE lexicon; DROP TABLE postings;
          ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
+         DROP TABLE vector_codes;
          UPDATE schema_version SET version = 1;",
     );
     // "parsing" meets "parsed" only through the stems column (`pars`), which
@@ -663,6 +664,7 @@ fn a_version_7_store_loses_its_names_and_comments_columns_when_opened() {
              contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2');
          INSERT INTO chunks_fts (rowid, body, idents, stems, names, comments)
              SELECT pk, 'fn', '', '', 'gizmo', document FROM chunks;
+         DROP TABLE vector_codes;
          UPDATE schema_version SET version = 7;",
     );
     // The refill indexed each document as it is: the comment is text like
@@ -694,6 +696,7 @@ fn a_version_6_store_keeps_its_files_with_an_unknown_chunking() {
     let store = reopened_after(
         dir.path(),
         "ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
+         DROP TABLE vector_codes;
          UPDATE schema_version SET version = 6;",
     );
     let got = store.get_file("o/r@main", "src/lib.rs").unwrap().unwrap();
@@ -792,7 +795,7 @@ fn a_version_2_store_gets_the_lexical_index_when_opened() {
     // What a version-2 build left: no lexical index.
     let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
     conn.execute_batch("DROP TABLE lexicon; DROP TABLE postings; ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
-         UPDATE schema_version SET version = 2;").unwrap();
+         DROP TABLE vector_codes; UPDATE schema_version SET version = 2;").unwrap();
     drop(conn);
     let store = EmbeddedStore::open(dir.path()).unwrap();
     let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();
@@ -804,6 +807,44 @@ fn a_version_2_store_gets_the_lexical_index_when_opened() {
     let after: Vec<(String, f64)> = hits.into_iter().map(|c| (c.chunk.id, c.distance.unwrap())).collect();
     assert_eq!(after, before);
     assert_eq!(after.len(), 2);
+}
+
+/// A store of version 8 (no stored vector codes) gets them written from
+/// its vectors when opened, and answers every search as before: the same
+/// rows, distances, facets and filters, with what one more write changes.
+#[test]
+fn a_version_8_store_gets_its_vector_codes_when_opened_and_answers_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let records = fixture_with_other_sources();
+    let queries: Vec<&[f32]> = records.iter().step_by(11).map(|r| r.embedding.as_slice()).collect();
+    let filters = [
+        SearchFilter::default(),
+        filter(("acme", "widgets", "dev"), ""),
+        filter(("", "", ""), "**/*.go"),
+        SearchFilter { kinds: vec![PathClass::Docs], ..Default::default() },
+    ];
+    let answers = |store: &EmbeddedStore| {
+        let mut all = Vec::new();
+        for query in &queries {
+            for f in &filters {
+                let hits = store.search(query, f, 10).unwrap();
+                all.push(hits.into_iter().map(|c| (c.chunk.id, c.distance.unwrap().to_bits())).collect::<Vec<_>>());
+            }
+        }
+        (all, store.facets(&SearchFilter::default()).unwrap())
+    };
+    let before = answers(&filled(dir.path(), &records));
+    let store = reopened_after(dir.path(), "DROP TABLE vector_codes; UPDATE schema_version SET version = 8;");
+    assert_eq!(store.check().unwrap().codes, records.len() as u64);
+    assert_eq!(answers(&store), before);
+    assert!(!before.0.iter().all(Vec::is_empty));
+    // Written after the upgrade: the codes read back from SQLite answer as
+    // those the write put in memory.
+    store.delete_chunks(&[records[0].chunk.id.clone()]).unwrap();
+    store.upsert_chunks(&records[..1]).unwrap();
+    let written = answers(&store);
+    drop(store);
+    assert_eq!(answers(&opened_at_this_version(dir.path())), written);
 }
 
 /// A store of version 4 (the index in varint blocks keyed by their last
@@ -837,6 +878,7 @@ fn a_version_4_store_gets_the_packed_lexical_index_when_opened() {
          INSERT INTO lexicon VALUES ('parse', 1, 0);
          INSERT INTO postings VALUES ('parse', 1, x'01');
          ALTER TABLE files DROP COLUMN chunking; ALTER TABLE files DROP COLUMN chunks;
+         DROP TABLE vector_codes;
          UPDATE schema_version SET version = 4;",
     );
     let conn = rusqlite::Connection::open(dir.path().join(rr_embedded::DATABASE_FILE)).unwrap();

@@ -26,6 +26,7 @@
 mod registry;
 mod wordpiece;
 
+use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use async_trait::async_trait;
@@ -63,15 +64,88 @@ pub struct PotionError(String);
 
 /// The model, parsed once per process.
 struct Model {
-    tokenizer: Tokenizer,
+    /// The full tokenizer, for texts [`Model::ascii`] does not take (not
+    /// ASCII, or holding an added token): parsed from its JSON on the first
+    /// such text, so a process embedding ASCII queries never pays for it.
+    tokenizer: OnceLock<Result<Tokenizer, PotionError>>,
+    /// The tokenizer's JSON, which [`Model::tokenizer`] parses.
+    tokenizer_json: &'static [u8],
     ascii: wordpiece::AsciiWordPiece,
     /// The contents of the tokenizer's added tokens (`[CLS]`, …), which it
     /// matches before normalising: a text holding one is not for `ascii`.
     added: Vec<String>,
-    /// Row-major `vocabulary x DIMENSION` int8 vectors.
-    vectors: Vec<i8>,
+    /// Row-major `vocabulary x DIMENSION` int8 vectors, as bytes of the
+    /// weights (compiled in, or read from a model folder).
+    vectors: &'static [u8],
     scales: Vec<f32>,
     unknown: Option<u32>,
+}
+
+/// What the ASCII path reads of `tokenizer.json`; serde skips the rest.
+#[derive(serde::Deserialize)]
+struct TokenizerFile<'a> {
+    #[serde(borrow)]
+    added_tokens: Vec<AddedToken<'a>>,
+    #[serde(borrow)]
+    model: WordPieceFile<'a>,
+}
+
+#[derive(serde::Deserialize)]
+struct AddedToken<'a> {
+    #[serde(borrow)]
+    content: Cow<'a, str>,
+}
+
+#[derive(serde::Deserialize)]
+struct WordPieceFile<'a> {
+    #[serde(borrow)]
+    vocab: Vocab<'a>,
+}
+
+/// The vocabulary's (token, id) pairs in the file's order, each token
+/// borrowed from the file unless it holds an escape.
+struct Vocab<'a>(Vec<(Cow<'a, str>, u32)>);
+
+/// A string borrowed from the input where it can be.
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text<'a>, E> {
+                Ok(Text(Cow::Owned(v.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(Visit(std::marker::PhantomData))
+    }
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for Vocab<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = Vocab<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of tokens to ids")
+            }
+            fn visit_map<M: serde::de::MapAccess<'de>>(self, mut map: M) -> Result<Vocab<'a>, M::Error> {
+                let mut tokens = Vec::with_capacity(map.size_hint().unwrap_or(0));
+                while let Some((Text(token), id)) = map.next_entry::<Text<'de>, u32>()? {
+                    tokens.push((token, id));
+                }
+                Ok(Vocab(tokens))
+            }
+        }
+        deserializer.deserialize_map(Visit(std::marker::PhantomData))
+    }
 }
 
 fn model() -> Result<&'static Model, PotionError> {
@@ -85,7 +159,8 @@ fn model() -> Result<&'static Model, PotionError> {
         .map_err(Clone::clone)
 }
 
-/// The model in `folder`: its `model.safetensors` and `tokenizer.json`.
+/// The model in `folder`: its `model.safetensors` and `tokenizer.json`,
+/// kept for the life of the process as the compiled-in model is.
 fn load_folder(folder: &std::path::Path) -> Result<Model, PotionError> {
     let read = |name: &str| {
         let path = folder.join(name);
@@ -93,14 +168,19 @@ fn load_folder(folder: &std::path::Path) -> Result<Model, PotionError> {
         if size > MAX_MODEL_FILE_BYTES {
             return Err(PotionError(format!("{}: {size} bytes, more than {MAX_MODEL_FILE_BYTES}", path.display())));
         }
-        std::fs::read(&path).map_err(|e| PotionError(format!("{}: {e}", path.display())))
+        let bytes = std::fs::read(&path).map_err(|e| PotionError(format!("{}: {e}", path.display())))?;
+        // Read once per process (the model is a process-wide static).
+        Ok::<&'static [u8], PotionError>(Box::leak(bytes.into_boxed_slice()))
     };
-    load(&read("model.safetensors")?, &read("tokenizer.json")?)
+    load(read("model.safetensors")?, read("tokenizer.json")?)
         .map_err(|e| PotionError(format!("{} ({MODEL_FOLDER_VAR}): {}", folder.display(), e.0)))
 }
 
-fn load(weights: &[u8], tokenizer: &[u8]) -> Result<Model, PotionError> {
-    let bad = |what: &str, e: &dyn std::fmt::Display| PotionError(format!("{what}: {e}"));
+fn bad(what: &str, e: &dyn std::fmt::Display) -> PotionError {
+    PotionError(format!("{what}: {e}"))
+}
+
+fn load(weights: &'static [u8], tokenizer_json: &'static [u8]) -> Result<Model, PotionError> {
     let tensors = SafeTensors::deserialize(weights).map_err(|e| bad("weights", &e))?;
     let embeddings = tensors.tensor("embeddings").map_err(|e| bad("embeddings", &e))?;
     let scales = tensors.tensor("scales").map_err(|e| bad("scales", &e))?;
@@ -108,19 +188,27 @@ fn load(weights: &[u8], tokenizer: &[u8]) -> Result<Model, PotionError> {
         (Dtype::I8, &[rows, DIMENSION], Dtype::F32, &[n]) if n == rows => rows,
         other => return Err(PotionError(format!("unexpected tensors {other:?}"))),
     };
-    let vectors = embeddings.data().iter().map(|&b| b as i8).collect();
+    let vectors = embeddings.data();
     let scales = scales.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    let tokenizer = Tokenizer::from_bytes(tokenizer).map_err(|e| bad("tokenizer", &e))?;
-    if tokenizer.get_vocab_size(true) > rows {
-        return Err(PotionError(format!("{} tokens for {rows} vectors", tokenizer.get_vocab_size(true))));
+    let file: TokenizerFile<'_> = serde_json::from_slice(tokenizer_json).map_err(|e| bad("tokenizer", &e))?;
+    let vocab = file.model.vocab.0;
+    if let Some((_, id)) = vocab.iter().find(|&&(_, id)| id as usize >= rows) {
+        return Err(PotionError(format!("token {id} for {rows} vectors")));
     }
-    let unknown = tokenizer.token_to_id("[UNK]");
-    let ascii = wordpiece::AsciiWordPiece::new(tokenizer.get_vocab(false));
-    let added = tokenizer.get_added_tokens_decoder().into_values().map(|t| t.content).collect();
-    Ok(Model { tokenizer, ascii, added, vectors, scales, unknown })
+    let unknown = vocab.iter().find(|(token, _)| token == "[UNK]").map(|&(_, id)| id);
+    let added = file.added_tokens.into_iter().map(|t| t.content.into_owned()).collect();
+    let ascii = wordpiece::AsciiWordPiece::new(vocab);
+    Ok(Model { tokenizer: OnceLock::new(), tokenizer_json, ascii, added, vectors, scales, unknown })
 }
 
 impl Model {
+    fn tokenizer(&self) -> Result<&Tokenizer, PotionError> {
+        self.tokenizer
+            .get_or_init(|| Tokenizer::from_bytes(self.tokenizer_json).map_err(|e| bad("tokenizer", &e)))
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
     /// The token ids of `text` as the model's tokenizer gives them, with
     /// no special tokens.
     fn token_ids(&self, text: &str) -> Result<Vec<u32>, PotionError> {
@@ -132,7 +220,7 @@ impl Model {
             return Ok(ids);
         }
         let encoding =
-            self.tokenizer.encode_fast(text, false).map_err(|e| PotionError(format!("tokenisation: {e}")))?;
+            self.tokenizer()?.encode_fast(text, false).map_err(|e| PotionError(format!("tokenisation: {e}")))?;
         Ok(encoding.get_ids().to_vec())
     }
 
@@ -148,7 +236,7 @@ impl Model {
             let scale = self.scales[row];
             let vector = &self.vectors[row * DIMENSION..(row + 1) * DIMENSION];
             for (s, &q) in sum.iter_mut().zip(vector) {
-                *s += scale * f32::from(q);
+                *s += scale * f32::from(q as i8);
             }
             count += 1;
         }
@@ -267,7 +355,7 @@ mod tests {
             {
                 continue;
             }
-            let reference = model.tokenizer.encode_fast(text.as_str(), false).unwrap();
+            let reference = model.tokenizer().unwrap().encode_fast(text.as_str(), false).unwrap();
             assert_eq!(fast, reference.get_ids(), "{text:?}");
             compared += 1;
         }

@@ -6,31 +6,44 @@
 //! A test checks both agree on every chunk of the shared fixture
 //! repositories.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A word longer than this many characters is one unknown token, as
 /// WordPiece's `max_input_chars_per_word` says.
 const MAX_WORD: usize = 100;
 
+/// The pieces of the vocabulary, by text; the texts borrow the compiled-in
+/// `tokenizer.json` where they need no unescaping.
+type Pieces = HashMap<Cow<'static, str>, u32, BuildHasherDefault<PieceHasher>>;
+
 pub(crate) struct AsciiWordPiece {
     /// Pieces that start a word.
-    starts: HashMap<Box<str>, u32>,
+    starts: Pieces,
     /// Pieces that continue one, without their `##`.
-    continuations: HashMap<Box<str>, u32>,
+    continuations: Pieces,
     longest: usize,
 }
 
 impl AsciiWordPiece {
-    pub(crate) fn new(vocab: HashMap<String, u32>) -> Self {
-        let (mut starts, mut continuations) = (HashMap::new(), HashMap::new());
+    /// From the vocabulary's (token, id) pairs.
+    pub(crate) fn new(vocab: Vec<(Cow<'static, str>, u32)>) -> Self {
+        let (mut starts, mut continuations) = (Pieces::default(), Pieces::default());
         let mut longest = 0;
         for (token, id) in vocab {
-            let (map, piece) = match token.strip_prefix("##") {
-                Some(rest) => (&mut continuations, rest),
-                None => (&mut starts, token.as_str()),
+            let (map, piece) = match token {
+                Cow::Borrowed(token) => match token.strip_prefix("##") {
+                    Some(rest) => (&mut continuations, Cow::Borrowed(rest)),
+                    None => (&mut starts, Cow::Borrowed(token)),
+                },
+                Cow::Owned(token) => match token.strip_prefix("##") {
+                    Some(rest) => (&mut continuations, Cow::Owned(rest.to_owned())),
+                    None => (&mut starts, Cow::Owned(token)),
+                },
             };
             longest = longest.max(piece.len());
-            map.insert(piece.into(), id);
+            map.insert(piece, id);
         }
         AsciiWordPiece { starts, continuations, longest }
     }
@@ -97,5 +110,30 @@ impl AsciiWordPiece {
             }
         }
         word.clear();
+    }
+}
+
+/// FxHash (rustc's hasher) over a piece's bytes: the pieces are the fixed
+/// vocabulary and a few bytes long, where SipHash's start-up cost is most
+/// of the look-up. Text can only probe the table, not grow it.
+#[derive(Default)]
+pub(crate) struct PieceHasher(u64);
+
+impl Hasher for PieceHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x517c_c1b7_2722_0a95;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
+            self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(K);
+        }
+        let mut tail = [0u8; 8];
+        let rest = chunks.remainder();
+        tail[..rest.len()].copy_from_slice(rest);
+        self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(tail) ^ rest.len() as u64).wrapping_mul(K);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
     }
 }
