@@ -190,6 +190,18 @@ pub enum ErrorText {
     Summary,
 }
 
+/// The histogram of each stage's time of a search that answered
+/// ([`rr_core::StageTimings`]), by `stage`.
+pub const SEARCH_STAGE_DURATION: &str = "repo_retriever_search_stage_duration_seconds";
+
+/// Records the time each stage of one search took; nothing without a
+/// metrics recorder ([`crate::telemetry`]).
+fn record_stages(timings: &rr_core::StageTimings) {
+    for (stage, elapsed) in timings.stages() {
+        metrics::histogram!(SEARCH_STAGE_DURATION, "stage" => stage).record(elapsed.as_secs_f64());
+    }
+}
+
 /// Runs one `search` call. Never fails: every problem becomes a tool error
 /// whose text is the contract's message. The arguments are held to `limits`
 /// after the reference's checks.
@@ -213,7 +225,7 @@ pub async fn call_with(
     };
     match engine.search_outcome(&request, ctx).await {
         Ok(SearchOutcome { results, skipped, timings }) => {
-            crate::telemetry::record_search_stages(&timings);
+            record_stages(&timings);
             let mut text = render(&results, &request.source);
             if !skipped.is_empty() {
                 // Federated search only: one line at the end names what is missing.

@@ -25,7 +25,7 @@ use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 pub const TOOL_CALLS: &str = "repo_retriever_tool_calls_total";
 pub const TOOL_ERRORS: &str = "repo_retriever_tool_errors_total";
 pub const TOOL_DURATION: &str = "repo_retriever_tool_call_duration_seconds";
-pub const SEARCH_STAGE_DURATION: &str = "repo_retriever_search_stage_duration_seconds";
+pub use crate::search::SEARCH_STAGE_DURATION;
 pub const STORE_CHUNKS: &str = "repo_retriever_store_chunks";
 pub const STORE_FILES: &str = "repo_retriever_store_files";
 pub const STORE_REPOSITORIES: &str = "repo_retriever_store_repositories";
@@ -87,16 +87,6 @@ pub fn record_tool_call(tool: &str, elapsed: Duration, error: Option<ErrorClass>
     metrics::histogram!(TOOL_DURATION, "tool" => tool.to_owned()).record(elapsed.as_secs_f64());
     if let Some(class) = error {
         metrics::counter!(TOOL_ERRORS, "tool" => tool.to_owned(), "class" => class.label()).increment(1);
-    }
-}
-
-/// Records the time each stage of one search took.
-pub fn record_search_stages(timings: &rr_core::StageTimings) {
-    if !ENABLED.load(Ordering::Relaxed) {
-        return;
-    }
-    for (stage, elapsed) in timings.stages() {
-        metrics::histogram!(SEARCH_STAGE_DURATION, "stage" => stage).record(elapsed.as_secs_f64());
     }
 }
 

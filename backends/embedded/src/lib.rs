@@ -375,7 +375,7 @@ impl EmbeddedStore {
             conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).map_err(err(OPEN_OPERATION))?;
         debug_assert_eq!(mode, "wal");
         conn.execute_batch("PRAGMA synchronous = NORMAL").map_err(err(OPEN_OPERATION))?;
-        schema::migrate(&mut conn)?;
+        schema::migrate(&mut conn, refill_codes)?;
         lexindex::create_staging(&conn).map_err(err(OPEN_OPERATION))?;
         let reader = Connection::open(dir.join(DATABASE_FILE)).map_err(err(OPEN_OPERATION))?;
         reader.busy_timeout(BUSY_TIMEOUT).map_err(err(OPEN_OPERATION))?;

@@ -193,7 +193,13 @@ const REFILL_CODES_AT: i64 = 9;
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
 /// Brings the store to [`SCHEMA_VERSION`], or refuses a newer one.
-pub(crate) fn migrate(conn: &mut Connection) -> Result<(), EmbeddedError> {
+/// `refill_codes` writes the vector codes of a store written before they
+/// were kept (the store's own encoder, handed in so that this module stays
+/// below the store's).
+pub(crate) fn migrate(
+    conn: &mut Connection,
+    refill_codes: fn(&Connection) -> Result<(), EmbeddedError>,
+) -> Result<(), EmbeddedError> {
     let err = EmbeddedError::sqlite(OPEN_OPERATION);
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
     tx.execute_batch("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
@@ -225,7 +231,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), EmbeddedError> {
         crate::lexindex::rebuild(&tx).map_err(EmbeddedError::sqlite(OPEN_OPERATION))?;
     }
     if found < REFILL_CODES_AT {
-        crate::refill_codes(&tx)?;
+        refill_codes(&tx)?;
     }
     tx.commit().map_err(EmbeddedError::sqlite(OPEN_OPERATION))
 }
