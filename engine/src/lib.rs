@@ -10,6 +10,7 @@
 //! server binary, which builds its Chroma engine through the same registry.
 
 pub mod beside;
+pub mod copied;
 pub mod local;
 pub mod nav_chroma;
 pub mod nav_embedded;

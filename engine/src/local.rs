@@ -172,6 +172,11 @@ pub enum LocalError {
     #[error(transparent)]
     Http(#[from] rr_http::HttpError),
     #[error(transparent)]
+    Chroma(#[from] rr_chroma::ChromaError),
+    /// The Chroma collection a lexical index is refreshed from does not exist.
+    #[error("the Chroma collection \"{0}\" does not exist")]
+    NoCollection(String),
+    #[error(transparent)]
     EmptyChain(#[from] rr_core::EmptyChain),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
@@ -181,13 +186,13 @@ pub enum LocalError {
 }
 
 impl LocalError {
-    fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LocalError {
+    pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> LocalError {
         let path = path.to_owned();
         move |source| LocalError::Io { action, path, source }
     }
 }
 
-fn read_settings(dir: &Path) -> Result<Option<StoreSettings>, LocalError> {
+pub(crate) fn read_settings(dir: &Path) -> Result<Option<StoreSettings>, LocalError> {
     let path = dir.join(SETTINGS_FILE);
     match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
@@ -200,7 +205,7 @@ fn read_settings(dir: &Path) -> Result<Option<StoreSettings>, LocalError> {
 
 /// Writes the settings atomically (temp file + rename), so a crash never
 /// leaves a half-written file behind.
-fn write_settings(dir: &Path, settings: &StoreSettings) -> Result<(), LocalError> {
+pub(crate) fn write_settings(dir: &Path, settings: &StoreSettings) -> Result<(), LocalError> {
     let path = dir.join(SETTINGS_FILE);
     let tmp = dir.join(format!("{SETTINGS_FILE}.tmp"));
     let body = serde_json::to_vec_pretty(settings)?;

@@ -71,6 +71,62 @@ pub fn build_engine_beside(config: &Config, dir: &std::path::Path) -> Result<Sea
     rr_engine::local::engine_beside(store, dir, reranker).map_err(|e| e.to_string())
 }
 
+/// Brings the lexical index at `dir` level with the configured collection
+/// ([`rr_engine::copied::refresh`]) before serving, first creating it for a
+/// collection another indexer filled (its vectors from the configured
+/// endpoint), then again every `every` in the background (never when zero).
+/// A failed refresh while serving is logged and retried at the next one:
+/// the index keeps answering with what it holds.
+pub async fn keep_lexical_index(
+    config: &Config,
+    dir: &std::path::Path,
+    every: std::time::Duration,
+) -> Result<(), String> {
+    let endpoint = rr_engine::local::EmbeddingEndpoint {
+        api_url: config.embedding_api_url.clone(),
+        model: config.embedding_model.clone(),
+    };
+    let refused = |e: rr_engine::local::LocalError| match e {
+        rr_engine::local::LocalError::Chroma(e) => format!("cannot read the Chroma collection: {}", e.summary()),
+        other => other.to_string(),
+    };
+    let store = chroma_store(config, http_client(config).map_err(|e| e.to_string())?);
+    // Nothing is created for a collection that is not there.
+    if store.find_collection().await.map_err(|e| refused(e.into()))?.is_none() {
+        return Err(rr_engine::local::LocalError::NoCollection(config.collection_name.clone()).to_string());
+    }
+    if rr_engine::copied::create_for_collection(dir, endpoint).map_err(refused)? {
+        tracing::info!(index = %dir.display(), "lexical index: created for the collection");
+    }
+    let done = rr_engine::copied::refresh(&store, dir).await.map_err(refused)?;
+    tracing::info!(
+        added = done.added,
+        removed = done.removed,
+        held = done.held,
+        "lexical index: level with the collection"
+    );
+    if every.is_zero() {
+        return Ok(());
+    }
+    let dir = dir.to_owned();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            match rr_engine::copied::refresh(&store, &dir).await {
+                Ok(done) if done.added + done.removed > 0 => tracing::info!(
+                    added = done.added,
+                    removed = done.removed,
+                    held = done.held,
+                    "lexical index: level with the collection"
+                ),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %refused(e), "lexical index: refresh failed; kept as it was"),
+            }
+        }
+    });
+    Ok(())
+}
+
 /// The configured OpenAI-compatible reranker, if reranking is on.
 fn reranker(config: &Config, http: &HttpClient) -> Option<Arc<dyn Reranker>> {
     config.reranking_enabled().then(|| {

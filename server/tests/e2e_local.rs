@@ -1188,6 +1188,66 @@ async fn serve_watch_is_not_woken_by_its_own_reads_nor_by_its_store_inside_the_c
     mcp.close().await;
 }
 
+/// `serve --chroma-url … --lexical-index DIR` over a collection another indexer filled (the reference
+/// indexer's records in a real Chroma), with nothing at DIR: the index is built from the collection's
+/// own records, the collection then answers as an embedded store holding those records does (not
+/// as the drop-in's dense search), and records the collection loses leave the index at the next
+/// refresh.
+#[tokio::test]
+async fn a_lexical_index_is_built_and_kept_from_a_collection_another_indexer_filled() {
+    let f = fixture();
+    let collection = "beside-reference-records";
+    let id = rr_testkit::load_fixture(&f.chroma_url, collection).await;
+    let work = tempfile::tempdir().unwrap();
+    let index_dir = work.path().join("lexical");
+
+    let beside = ["--lexical-index", index_dir.to_str().unwrap(), "--lexical-refresh", "300ms"];
+    let missing = into_chroma(&f.chroma_url, "no-such-collection", &f.embed_url);
+    let (code, stderr) = failure(&[&["serve"][..], &missing[..], &beside[..]].concat());
+    assert_eq!(
+        (code, stderr.as_str()),
+        (Some(1), "Error: the Chroma collection \"no-such-collection\" does not exist\n")
+    );
+    assert!(!index_dir.exists(), "nothing is created for a missing collection");
+    let into = into_chroma(&f.chroma_url, collection, &f.embed_url);
+    let serve = Server::new()
+        .args([&["serve", "--tools", "search"][..], &into[..], &beside[..]].concat())
+        .env("RUST_LOG", "info");
+    let mut mcp = serve.stdio().await;
+    let built = "added=89 removed=0 held=89";
+    eventually("the first refresh", std::time::Duration::from_secs(5), || async { mcp.stderr().contains(built) }).await;
+    for query in ["where is the configuration loaded and validated", "widget store", "LoadConfig", "http handler"] {
+        let remote = mcp.call_tool("search", json!({"query": query, "limit": 5})).await;
+        let local = search(&index_dir, query, &["--limit", "5"]);
+        assert_eq!(local, format!("{}\n", tool_text(&remote)), "query {query:?}");
+    }
+    // The chain runs: the drop-in's dense answer over the same collection is another.
+    let mut dense = Server::with_backends(&f.chroma_url, collection, &f.embed_url).stdio().await;
+    let query = json!({"query": "LoadConfig", "limit": 5});
+    let (chain, plain) = (mcp.call_tool("search", query.clone()).await, dense.call_tool("search", query).await);
+    assert_ne!(tool_text(&chain), tool_text(&plain));
+    dense.close().await;
+
+    // The docs leave the collection; the next refresh removes them from the index too, so its
+    // lexical ranking no longer brings them back.
+    let docs: Vec<&Value> = rr_testkit::fixture_records()
+        .iter()
+        .filter(|r| r["metadata"]["path"].as_str().unwrap().starts_with("docs/"))
+        .collect();
+    assert!(docs.len() > 3, "{}", docs.len());
+    let url =
+        format!("{}/{id}/delete", rr_testkit::collections_url(&f.chroma_url, rr_testkit::TENANT, rr_testkit::DATABASE));
+    let ids: Vec<&Value> = docs.iter().map(|r| &r["id"]).collect();
+    rr_testkit::send_json(reqwest::Client::new().post(url).json(&json!({ "ids": ids })), "delete the docs").await;
+    let removed = format!("added=0 removed={} held={}", docs.len(), 89 - docs.len());
+    eventually("the refresh", std::time::Duration::from_secs(20), || async { mcp.stderr().contains(&removed) }).await;
+    let answer = mcp.call_tool("search", json!({"query": "configuration guide troubleshooting", "limit": 10})).await;
+    let files = excerpt_files(tool_text(&answer));
+    assert!(!files.is_empty() && files.iter().all(|f| !f.contains("docs/")), "{files:?}");
+    mcp.close().await;
+    support::delete_collection(&f.chroma_url, collection).await;
+}
+
 /// `index --chroma-url … --lexical-index DIR` writes potion vectors into a real Chroma and the same
 /// records into the index beside it; `serve --chroma-url … --lexical-index DIR` then answers as the
 /// embedded store answers the same folder (hybrid, the head read again, the code ranking).

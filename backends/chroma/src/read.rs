@@ -9,7 +9,7 @@
 //! Reads send the configured token, as writes do: there is no caller whose
 //! header could be passed through.
 
-use rr_core::Chunk;
+use rr_core::{Chunk, EmbeddedChunk};
 use rr_http::json::null_as_default;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -27,6 +27,12 @@ struct ReadBody<'a> {
     include: &'a [&'a str],
 }
 
+#[derive(Serialize)]
+struct ReadByIdBody<'a> {
+    ids: &'a [String],
+    include: &'a [&'a str],
+}
+
 #[derive(Debug, Default, Deserialize)]
 struct ReadResponse {
     #[serde(default, deserialize_with = "null_as_default")]
@@ -35,6 +41,8 @@ struct ReadResponse {
     documents: Vec<Option<String>>,
     #[serde(default, deserialize_with = "null_as_default")]
     metadatas: Vec<Value>,
+    #[serde(default, deserialize_with = "null_as_default")]
+    embeddings: Vec<Vec<f32>>,
 }
 
 impl ChromaStore {
@@ -64,6 +72,39 @@ impl ChromaStore {
             {
                 let metadata = reply::metadata(READ_OPERATION, i, metadata)?;
                 out.push(Chunk { id, document: document.unwrap_or_default(), metadata });
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// The records `ids` names that the collection holds, each with its
+    /// document, metadata and vector, read `page_size` ids per request (in
+    /// no promised order; an id it does not hold is left out). `None` when
+    /// the collection does not exist.
+    pub async fn records_with_vectors(&self, ids: &[String]) -> Result<Option<Vec<EmbeddedChunk>>, ChromaError> {
+        let Some(collection) = self.find_collection().await? else {
+            return Ok(None);
+        };
+        let url = self.collection_operation_url(&collection, "get");
+        let mut out = Vec::with_capacity(ids.len());
+        for batch in ids.chunks(self.page_size) {
+            let body = ReadByIdBody { ids: batch, include: &["documents", "metadatas", "embeddings"] };
+            let page: ReadResponse =
+                self.http.post_json(READ_OPERATION, &url, &body, self.write_authorization()).await?;
+            reply::same_lengths(
+                READ_OPERATION,
+                page.ids.len(),
+                &[
+                    ("documents", page.documents.len()),
+                    ("metadatas", page.metadatas.len()),
+                    ("embeddings", page.embeddings.len()),
+                ],
+            )?;
+            let rows = page.ids.into_iter().zip(page.documents).zip(page.metadatas).zip(page.embeddings);
+            for (i, (((id, document), metadata), embedding)) in rows.enumerate() {
+                let metadata = reply::metadata(READ_OPERATION, i, metadata)?;
+                let chunk = Chunk { id, document: document.unwrap_or_default(), metadata };
+                out.push(EmbeddedChunk { chunk, embedding });
             }
         }
         Ok(Some(out))

@@ -150,6 +150,11 @@ impl ChromaStore {
     }
 
     /// The URL of the collection lookup.
+    pub fn collection_name(&self) -> &str {
+        &self.collection_name
+    }
+
+    /// The collection's URL (for messages).
     pub fn collection_url(&self) -> &str {
         &self.collection_url
     }

@@ -965,6 +965,15 @@ impl EmbeddedStore {
         Ok(out)
     }
 
+    /// Every chunk id of the store, in id order.
+    pub fn ids(&self) -> Result<Vec<String>, EmbeddedError> {
+        let err = || EmbeddedError::sqlite(READ_OPERATION);
+        let reader = self.reader();
+        let mut stmt = reader.conn.prepare_cached("SELECT id FROM chunks ORDER BY id").map_err(err())?;
+        let ids = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err())?;
+        ids.collect::<Result<Vec<_>, _>>().map_err(err())
+    }
+
     /// Every chunk id of a namespace, in id order, read in pages.
     pub fn ids_in_namespace(&self, namespace_id: &str) -> Result<Vec<String>, EmbeddedError> {
         let err = || EmbeddedError::sqlite(READ_OPERATION);

@@ -76,8 +76,15 @@ pub struct ServeCmd {
     /// --lexical-index DIR`). The collection is then searched as the embedded store is (hybrid
     /// retrieval, the head read again, the code ranking), queries embedded by the index's embedder
     /// (no --embedding-api-url needed for a built-in one), and the navigation tools read the index.
+    /// A folder without an index gets one built from the collection's own records (paged reads): for a
+    /// collection `chromadb-repo-indexer` or another indexer filled, whose vectors come from the
+    /// configured embedding endpoint.
     #[arg(long, value_name = "DIR", requires = "chroma_url")]
     pub lexical_index: Option<PathBuf>,
+    /// How often the lexical index is brought level with the collection while serving (records the
+    /// collection gained are copied, those it lost removed); `0s`: only at start.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = humantime::parse_duration, requires = "lexical_index")]
+    pub lexical_refresh: std::time::Duration,
     #[command(flatten)]
     pub retrieval: RetrievalArgs,
     #[command(flatten)]
@@ -118,7 +125,10 @@ pub async fn run(args: ServeCmd) -> Result<bool, String> {
     });
     let served = match (&chroma, &args.stores) {
         (Some(config), _) => Served::remote(match index {
-            Some(dir) => crate::app::build_engine_beside(config, dir)?,
+            Some(dir) => {
+                crate::app::keep_lexical_index(config, dir, args.lexical_refresh).await?;
+                crate::app::build_engine_beside(config, dir)?
+            }
             None => crate::app::build_engine(config)?,
         }),
         (None, Some(file)) => Served::remote(rr_engine::stores::engine(file).map_err(|e| e.to_string())?),
@@ -378,14 +388,21 @@ pub fn serve_config(
     }
     // With a lexical index, queries are embedded by the index's embedder:
     // the configuration's endpoint is the index's own, or none is called.
-    let (embedding_api_url, embedding_model) = match lexical_index {
-        Some(dir) => {
-            let settings = rr_engine::local::open_settings(dir).map_err(|e| e.to_string())?;
-            match settings.endpoint {
-                Some(endpoint) => (Some(endpoint.api_url), Some(endpoint.model)),
-                None => (Some(NO_ENDPOINT.to_owned()), Some(settings.embedder)),
-            }
-        }
+    // A folder without one gets a new index built from the collection, whose
+    // vectors come from the configured endpoint.
+    let settings = match lexical_index {
+        Some(dir) => match rr_engine::local::open_settings(dir) {
+            Ok(settings) => Some(settings),
+            Err(rr_engine::local::LocalError::NoIndex(_)) => None,
+            Err(e) => return Err(e.to_string()),
+        },
+        None => None,
+    };
+    let (embedding_api_url, embedding_model) = match settings {
+        Some(settings) => match settings.endpoint {
+            Some(endpoint) => (Some(endpoint.api_url), Some(endpoint.model)),
+            None => (Some(NO_ENDPOINT.to_owned()), Some(settings.embedder)),
+        },
         None => (chroma.embedding_api_url.clone(), chroma.embedding_model.clone()),
     };
     let flags = crate::config::DropInFlags {
