@@ -93,3 +93,26 @@ pub fn create_for_collection(dir: &std::path::Path, endpoint: EmbeddingEndpoint)
     crate::local::write_settings(dir, &settings)?;
     Ok(true)
 }
+
+/// Refuses a lexical index whose embedder makes vectors of another length
+/// than those the collection holds: its queries' vectors could not be
+/// compared with the collection's (the index was written for another
+/// collection, or with another embedder). `held` is the collection's length;
+/// an index that does not know its own yet (a new one) passes.
+pub fn check_dimension(dir: &std::path::Path, collection: &str, held: usize) -> Result<(), LocalError> {
+    let Some(settings) = crate::local::read_settings(dir)? else { return Ok(()) };
+    let made = match settings.dimension {
+        0 => crate::local::open(dir)?.store.dimension(),
+        d => Some(d),
+    };
+    match made {
+        Some(made) if made != held => Err(LocalError::CollectionDimension {
+            collection: collection.to_owned(),
+            held,
+            index: dir.to_owned(),
+            embedder: settings.embedder,
+            made,
+        }),
+        _ => Ok(()),
+    }
+}

@@ -173,6 +173,14 @@ pub enum LocalError {
     Http(#[from] rr_http::HttpError),
     #[error(transparent)]
     Chroma(#[from] rr_chroma::ChromaError),
+    /// A lexical index whose embedder does not make the collection's vectors.
+    #[error(
+        "the Chroma collection \"{collection}\" holds {held}-dimensional vectors, but the lexical index at {} \
+         embeds queries with the \"{embedder}\" embedder into {made} dimensions: serve the collection with the \
+         index written beside it, or give a new --lexical-index folder",
+        index.display()
+    )]
+    CollectionDimension { collection: String, held: usize, index: PathBuf, embedder: String, made: usize },
     /// The Chroma collection a lexical index is refreshed from does not exist.
     #[error("the Chroma collection \"{0}\" does not exist")]
     NoCollection(String),

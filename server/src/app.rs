@@ -95,6 +95,9 @@ pub async fn keep_lexical_index(
     if store.find_collection().await.map_err(|e| refused(e.into()))?.is_none() {
         return Err(rr_engine::local::LocalError::NoCollection(config.collection_name.clone()).to_string());
     }
+    if let Some(held) = store.collection_dimension().await.map_err(|e| refused(e.into()))? {
+        rr_engine::copied::check_dimension(dir, &config.collection_name, held).map_err(refused)?;
+    }
     if rr_engine::copied::create_for_collection(dir, endpoint).map_err(refused)? {
         tracing::info!(index = %dir.display(), "lexical index: created for the collection");
     }

@@ -1228,6 +1228,27 @@ async fn a_lexical_index_is_built_and_kept_from_a_collection_another_indexer_fil
     assert_ne!(tool_text(&chain), tool_text(&plain));
     dense.close().await;
 
+    // An index is not served with a collection whose vectors its queries cannot be compared with.
+    let short: Vec<Value> = rr_testkit::fixture_records()[..3]
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r["embedding"] = json!([0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5]);
+            r
+        })
+        .collect();
+    rr_testkit::load_records(&f.chroma_url, "beside-other-dimension", &short).await;
+    let other = into_chroma(&f.chroma_url, "beside-other-dimension", &f.embed_url);
+    let (code, stderr) = failure(&[&["serve"][..], &other[..], &beside[..]].concat());
+    let refused = format!(
+        "Error: the Chroma collection \"beside-other-dimension\" holds 8-dimensional vectors, but the lexical index \
+         at {} embeds queries with the \"openai\" embedder into 256 dimensions: serve the collection with the index \
+         written beside it, or give a new --lexical-index folder\n",
+        index_dir.display()
+    );
+    assert_eq!((code, stderr.as_str()), (Some(1), refused.as_str()));
+    support::delete_collection(&f.chroma_url, "beside-other-dimension").await;
+
     // The docs leave the collection; the next refresh removes them from the index too, so its
     // lexical ranking no longer brings them back.
     let docs: Vec<&Value> = rr_testkit::fixture_records()

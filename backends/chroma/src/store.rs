@@ -103,6 +103,9 @@ pub(crate) struct CollectionResponse {
     configuration_json: Value,
     #[serde(default)]
     metadata: Value,
+    // The length of the vectors it holds (none before the first record).
+    #[serde(default)]
+    pub(crate) dimension: Option<u64>,
 }
 
 impl CollectionResponse {
@@ -176,6 +179,16 @@ impl ChromaStore {
     }
 
     /// Looks the collection up (always a request) and caches its id.
+    /// The length of the vectors the collection holds: `None` when it holds
+    /// none yet, or when the server does not say.
+    pub async fn collection_dimension(&self) -> Result<Option<usize>, ChromaError> {
+        let response: CollectionResponse = self
+            .http
+            .get_json(LOOKUP_OPERATION, &self.collection_url, self.authorization(&CallContext::default()))
+            .await?;
+        Ok(response.dimension.and_then(|d| usize::try_from(d).ok()).filter(|d| *d > 0))
+    }
+
     pub async fn lookup_collection_id(&self, ctx: &CallContext) -> Result<String, ChromaError> {
         let response: CollectionResponse =
             self.http.get_json(LOOKUP_OPERATION, &self.collection_url, self.authorization(ctx)).await?;
