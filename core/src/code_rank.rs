@@ -81,6 +81,10 @@ pub struct QueryShape {
     pub identifiers: Vec<String>,
     /// Lower-cased words of three letters or more that are not stopwords.
     pub keywords: Vec<String>,
+    /// The keywords written in lower case: words spelled out, which a
+    /// file's shorter name may abbreviate (`configuration` → `config.go`),
+    /// unlike an identifier's glued parts (`ParseWidget` is not `parse.go`).
+    pub spelled_out: Vec<String>,
     /// Classes the query asks for by name (`test`, `example`, …).
     pub asks_for: Vec<PathClass>,
 }
@@ -95,9 +99,13 @@ impl QueryShape {
             words(trimmed).filter(|w| looks_like_identifier(w) || is_type_name(w)).map(str::to_owned).collect()
         };
         let mut keywords: Vec<String> = Vec::new();
+        let mut spelled_out: Vec<String> = Vec::new();
         for word in words(trimmed) {
             let lower = word.to_ascii_lowercase();
             if lower.len() > 2 && !text::is_stopword(&lower) && !keywords.contains(&lower) {
+                if lower == word {
+                    spelled_out.push(lower.clone());
+                }
                 keywords.push(lower);
             }
         }
@@ -116,7 +124,7 @@ impl QueryShape {
                 asks_for.push(class);
             }
         }
-        QueryShape { symbol, identifiers, keywords, asks_for }
+        QueryShape { symbol, identifiers, keywords, spelled_out, asks_for }
     }
 }
 
@@ -299,16 +307,22 @@ fn name_parts(path: &str) -> Vec<String> {
     out
 }
 
-/// How many `keywords` the name parts hold, a prefix of three letters or
-/// more counting (`dependency` ~ `dependencies`).
-fn name_overlap(keywords: &[String], names: &[String]) -> usize {
-    keywords
+/// How many of the query's keywords the name parts hold, a prefix of three
+/// letters or more counting (`dependency` ~ `dependencies`), and a name of
+/// four letters or more that abbreviates a word spelled out (`config` ~
+/// `configuration`, `auth` ~ `authentication`): names are written short,
+/// questions spelled out.
+fn name_overlap(shape: &QueryShape, names: &[String]) -> usize {
+    shape
+        .keywords
         .iter()
         .filter(|k| {
             names.iter().any(|n| {
                 let (short, long) =
                     if k.len() <= n.len() { (k.as_str(), n.as_str()) } else { (n.as_str(), k.as_str()) };
-                short == long || (short.len() >= 3 && long.starts_with(short) && long.len() - short.len() <= 3)
+                let abbreviates = n.len() >= 4 && short == n.as_str() && shape.spelled_out.contains(k);
+                short == long
+                    || (short.len() >= 3 && long.starts_with(short) && (long.len() - short.len() <= 3 || abbreviates))
             })
         })
         .count()
@@ -349,7 +363,7 @@ pub fn names_file(shape: &QueryShape, path: &str) -> f64 {
     if shape.keywords.len() < 2 {
         return 0.0;
     }
-    let share = name_overlap(&shape.keywords, &name_parts(path)) as f64 / shape.keywords.len() as f64;
+    let share = name_overlap(shape, &name_parts(path)) as f64 / shape.keywords.len() as f64;
     if share >= 0.5 { share } else { 0.0 }
 }
 
@@ -392,9 +406,9 @@ impl CodeRank {
         if shape.symbol.is_none() && !shape.keywords.is_empty() && self.file_name > 0.0 {
             let mut cache: HashMap<&str, f64> = HashMap::new();
             for i in 0..n {
-                let share = *cache.entry(paths[i]).or_insert_with(|| {
-                    name_overlap(&shape.keywords, &name_parts(paths[i])) as f64 / shape.keywords.len() as f64
-                });
+                let share = *cache
+                    .entry(paths[i])
+                    .or_insert_with(|| name_overlap(shape, &name_parts(paths[i])) as f64 / shape.keywords.len() as f64);
                 if share >= 0.1 {
                     scores[i] += self.file_name * share * best;
                 }
@@ -543,5 +557,24 @@ mod tests {
         ];
         let ranked = CodeRank::default().rank(&QueryShape::of("JSON array operations"), list);
         assert_eq!(order(&ranked)[0], "gson/src/main/java/com/google/gson/JsonArray.java");
+    }
+
+    #[test]
+    fn a_short_name_abbreviates_the_word_it_stands_for() {
+        let shape = QueryShape::of("where is the configuration loaded and validated");
+        assert!(names_file(&shape, "internal/config/config.go") == 0.0, "one word of three is not half");
+        let share = |path: &str| name_overlap(&shape, &name_parts(path));
+        assert_eq!(share("internal/config/config.go"), 1);
+        assert_eq!(share("docs/guides/configuration.md"), 1);
+        // A name shorter than four letters abbreviates nothing; a longer word is not a name's abbreviation.
+        assert_eq!(share("src/con/mod.rs"), 0);
+        assert_eq!(name_overlap(&QueryShape::of("config values"), &name_parts("docs/configuration.md")), 0);
+        // An identifier's glued parts are not spelled out.
+        assert_eq!(name_overlap(&QueryShape::of("tests of ParseWidget"), &name_parts("widget/parse.go")), 0);
+        let list = vec![
+            cand("docs/guides/configuration.md", "## Troubleshooting"),
+            cand("internal/config/config.go", "func Load(flags *Flags) (Config, error)"),
+        ];
+        assert_eq!(order(&CodeRank::default().rank(&shape, list))[0], "internal/config/config.go");
     }
 }
