@@ -307,25 +307,32 @@ fn name_parts(path: &str) -> Vec<String> {
     out
 }
 
-/// How many of the query's keywords the name parts hold, a prefix of three
-/// letters or more counting (`dependency` ~ `dependencies`), and a name of
-/// four letters or more that abbreviates a word spelled out (`config` ~
-/// `configuration`, `auth` ~ `authentication`): names are written short,
-/// questions spelled out.
+/// Whether the query's keyword `k` is the name part `n`: the same word, a
+/// prefix of three letters or more (`dependency` ~ `dependencies`), or a
+/// name of four letters or more that abbreviates a word spelled out
+/// (`config` ~ `configuration`, `auth` ~ `authentication`): names are
+/// written short, questions spelled out.
+fn word_names(shape: &QueryShape, k: &str, n: &str) -> bool {
+    let (short, long) = if k.len() <= n.len() { (k, n) } else { (n, k) };
+    let abbreviates = n.len() >= 4 && short == n && shape.spelled_out.iter().any(|w| w == k);
+    short == long || (short.len() >= 3 && long.starts_with(short) && (long.len() - short.len() <= 3 || abbreviates))
+}
+
+/// How many of the query's keywords the name parts hold.
 fn name_overlap(shape: &QueryShape, names: &[String]) -> usize {
-    shape
-        .keywords
-        .iter()
-        .filter(|k| {
-            names.iter().any(|n| {
-                let (short, long) =
-                    if k.len() <= n.len() { (k.as_str(), n.as_str()) } else { (n.as_str(), k.as_str()) };
-                let abbreviates = n.len() >= 4 && short == n.as_str() && shape.spelled_out.contains(k);
-                short == long
-                    || (short.len() >= 3 && long.starts_with(short) && (long.len() - short.len() <= 3 || abbreviates))
-            })
-        })
-        .count()
+    shape.keywords.iter().filter(|k| names.iter().any(|n| word_names(shape, k, n))).count()
+}
+
+/// How strongly the query names the file at `path`: the share of its
+/// keywords the file's name and folder hold, half as much again when the
+/// query says the file's name of two words or more as a phrase (`JSON
+/// array operations` names `JsonArray.java` more than `JsonElement.java`).
+fn name_share(shape: &QueryShape, path: &str) -> f64 {
+    let share = name_overlap(shape, &name_parts(path)) as f64 / shape.keywords.len() as f64;
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let stem = parts(file.split('.').next().unwrap_or(file));
+    let said = |window: &[String]| window.iter().zip(&stem).all(|(k, n)| word_names(shape, k, n));
+    if share > 0.0 && stem.len() >= 2 && shape.keywords.windows(stem.len()).any(said) { share * 1.5 } else { share }
 }
 
 /// Whether the file is named after `symbol` (`Status` → `status.h`,
@@ -363,7 +370,7 @@ pub fn names_file(shape: &QueryShape, path: &str) -> f64 {
     if shape.keywords.len() < 2 {
         return 0.0;
     }
-    let share = name_overlap(shape, &name_parts(path)) as f64 / shape.keywords.len() as f64;
+    let share = name_share(shape, path);
     if share >= 0.5 { share } else { 0.0 }
 }
 
@@ -406,9 +413,7 @@ impl CodeRank {
         if shape.symbol.is_none() && !shape.keywords.is_empty() && self.file_name > 0.0 {
             let mut cache: HashMap<&str, f64> = HashMap::new();
             for i in 0..n {
-                let share = *cache
-                    .entry(paths[i])
-                    .or_insert_with(|| name_overlap(shape, &name_parts(paths[i])) as f64 / shape.keywords.len() as f64);
+                let share = *cache.entry(paths[i]).or_insert_with(|| name_share(shape, paths[i]));
                 if share >= 0.1 {
                     scores[i] += self.file_name * share * best;
                 }
@@ -576,5 +581,23 @@ mod tests {
             cand("internal/config/config.go", "func Load(flags *Flags) (Config, error)"),
         ];
         assert_eq!(order(&CodeRank::default().rank(&shape, list))[0], "internal/config/config.go");
+    }
+
+    #[test]
+    fn a_name_said_as_a_phrase_names_its_file_more() {
+        let shape = QueryShape::of("JSON array operations and element access");
+        let array = name_share(&shape, "gson/src/main/java/com/google/gson/JsonArray.java");
+        let element = name_share(&shape, "gson/src/main/java/com/google/gson/JsonElement.java");
+        assert_eq!((array, element), (0.6000000000000001, 0.4));
+        let list = vec![
+            cand("gson/src/main/java/com/google/gson/JsonElement.java", "a"),
+            cand("gson/src/main/java/com/google/gson/JsonArray.java", "b"),
+        ];
+        assert_eq!(
+            order(&CodeRank::default().rank(&shape, list))[0],
+            "gson/src/main/java/com/google/gson/JsonArray.java"
+        );
+        // Only the whole name, in order, is a phrase.
+        assert_eq!(name_share(&QueryShape::of("array of json values"), "gson/JsonArray.java"), 2.0 / 3.0);
     }
 }
