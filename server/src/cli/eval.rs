@@ -179,8 +179,11 @@ struct SuiteSearch {
     qdrant_settings: std::sync::Mutex<std::collections::HashMap<PathBuf, rr_engine::local::StoreSettings>>,
 }
 
-/// The files of a federation's embedded half: names starting with a–m or a digit.
-const EMBEDDED_HALF: &str = "**/[a-mA-M0-9]*";
+/// The files of a federation's embedded half: names starting with a–m or a
+/// digit. A path pattern also selects everything below a folder it matches,
+/// so it asks for a dot too: folder names seldom hold one, and without it
+/// `src/main/...` would put a whole repository in one half.
+const EMBEDDED_HALF: &str = "**/[a-mA-M0-9]*.*";
 /// The embedded half's store, inside the Chroma half's lexical index folder.
 const EMBEDDED_HALF_DIR: &str = "embedded-half";
 
