@@ -309,13 +309,20 @@ fn name_parts(path: &str) -> Vec<String> {
 
 /// Whether the query's keyword `k` is the name part `n`: the same word, a
 /// prefix of three letters or more (`dependency` ~ `dependencies`), or a
-/// name of four letters or more that abbreviates a word spelled out
-/// (`config` ~ `configuration`, `auth` ~ `authentication`): names are
-/// written short, questions spelled out.
+/// name of four letters or more that abbreviates a word spelled out, or is
+/// such an abbreviation's plural (`config` ~ `configuration`, `auth` ~
+/// `authentication`, `args` ~ `arguments`): names are written short,
+/// questions spelled out.
 fn word_names(shape: &QueryShape, k: &str, n: &str) -> bool {
     let (short, long) = if k.len() <= n.len() { (k, n) } else { (n, k) };
-    let abbreviates = n.len() >= 4 && short == n && shape.spelled_out.iter().any(|w| w == k);
-    short == long || (short.len() >= 3 && long.starts_with(short) && (long.len() - short.len() <= 3 || abbreviates))
+    let spelled = || shape.spelled_out.iter().any(|w| w == k);
+    let abbreviates = n.len() >= 4 && short == n && spelled();
+    // An abbreviation's plural: `args` ~ `arguments`, `utils` ~ `utilities`.
+    let plural =
+        n.len() >= 4 && k.len() > n.len() && n.strip_suffix('s').is_some_and(|stem| k.starts_with(stem)) && spelled();
+    plural
+        || short == long
+        || (short.len() >= 3 && long.starts_with(short) && (long.len() - short.len() <= 3 || abbreviates))
 }
 
 /// How many of the query's keywords the name parts hold.
@@ -574,6 +581,9 @@ mod tests {
         // A name shorter than four letters abbreviates nothing; a longer word is not a name's abbreviation.
         assert_eq!(share("src/con/mod.rs"), 0);
         assert_eq!(name_overlap(&QueryShape::of("config values"), &name_parts("docs/configuration.md")), 0);
+        let validators = QueryShape::of("positional argument validators");
+        assert_eq!(name_overlap(&validators, &name_parts("args.go")), 1);
+        assert_eq!(name_overlap(&validators, &name_parts("arg.go")), 0, "three letters abbreviate nothing");
         // An identifier's glued parts are not spelled out.
         assert_eq!(name_overlap(&QueryShape::of("tests of ParseWidget"), &name_parts("widget/parse.go")), 0);
         let list = vec![
